@@ -1,0 +1,19 @@
+"""catalog-lake: product feeds in, validated flat search records out, on Delta Lake."""
+
+from .catalog import Catalog
+from .errors import CatalogLakeError, ErrorCode, LakeError, PushError
+from .records import Synonyms
+from .summary import FAILED_ITEMS_KEY, RESPONSE_KEYS, push_response
+
+__all__ = [
+    "FAILED_ITEMS_KEY",
+    "RESPONSE_KEYS",
+    "Catalog",
+    "CatalogLakeError",
+    "ErrorCode",
+    "LakeError",
+    "PushError",
+    "Synonyms",
+    "push_response",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,342 @@
+"""The ``Catalog`` facade: the one code path behind the library, CLI and flows."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from deltalake.exceptions import DeltaError
+
+from . import clean, settings
+from .errors import CatalogLakeError, LakeError, PushError
+from .lake import Lake, quote
+from .parse import ParsedPush, parse_push, payload_from_raw
+from .records import Batch, Synonyms, derive_records, typed_items
+from .schemas import ITEMS, PUSHES, RAW, RECORDS, REJECTS
+from .summary import push_response
+from .validate import validate
+
+Clock = Callable[[], datetime]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Catalog:
+    """A catalog lake: push product objects in, read flat records out.
+
+    Args:
+        lake: a folder or URI holding the tables; defaults to ``$CATALOG_LAKE_URI``,
+            else ``./lake``.
+        synonyms: the synonym list; defaults to ``data/synonyms.txt``.
+        storage_options: passed to deltalake for object stores; never logged.
+        clock: the time source, for the price rule and timestamps (tests pin it).
+    """
+
+    def __init__(
+        self,
+        lake: str | Path | None = None,
+        *,
+        synonyms: str | Path | None = None,
+        storage_options: dict[str, str] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.lake = Lake(lake if lake is not None else settings.default_lake_uri(), storage_options)
+        self.synonyms = Synonyms.load(synonyms)
+        self.clock = clock or _utcnow
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.lake.uri!r})"
+
+    # --- the push -------------------------------------------------------------
+
+    def push(
+        self,
+        product_object: Any,
+        *,
+        source: str | None = None,
+        flow_run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Upload new products or update existing ones (SPEC 4.1).
+
+        Args:
+            product_object: ``{"items": [...]}`` as a dict, JSON text or bytes.
+            source: where the payload came from (a file path), kept in ``pushes``.
+            flow_run_id: the Prefect flow run that pushed, kept in ``pushes``.
+
+        Returns:
+            The SPEC 2.7 push response plus ``catalog_push_failed_items``.
+
+        Raises:
+            PushError: the payload as a whole is unusable or the lake cannot be
+                written. Nothing of the push is stored unless it says otherwise.
+        """
+        started = time.perf_counter()
+        received_at = self.clock()
+        request_id = str(uuid.uuid4())
+        parsed = parse_push(product_object)
+        return self._ingest(
+            parsed,
+            request_id=request_id,
+            received_at=received_at,
+            started=started,
+            source=source,
+            flow_run_id=flow_run_id,
+            replay=False,
+        )
+
+    def _ingest(
+        self,
+        parsed: ParsedPush,
+        *,
+        request_id: str,
+        received_at: datetime,
+        started: float,
+        source: str | None,
+        flow_run_id: str | None,
+        replay: bool,
+    ) -> dict[str, Any]:
+        checked = validate(parsed)
+        passed = checked.passed
+        errors = checked.errors
+        client_ids = clean.text_of(checked.frame["client_item_id"])
+        try:
+            self.lake.ensure()
+            items = self._with_ids(typed_items(checked.frame[passed]), request_id, received_at)
+            records = derive_records(items, received_at, self.synonyms)
+        except (DeltaError, OSError, LakeError) as exc:
+            raise _write_failed(exc, request_id, raw_written=replay) from exc
+
+        stored = list(
+            zip(
+                items.frame["client_item_id"].tolist(),
+                items.frame["object_id"].tolist(),
+                strict=True,
+            )
+        )
+        failed = [
+            {"index": index, "client_item_id": _str_or_none(client_ids[index]), "errors": errs}
+            for index, errs in errors.items()
+        ]
+        response = push_response(request_id, len(parsed.items), stored, failed)
+        metadata = {"catalog_lake.request_id": request_id}
+
+        # Write order, chosen so that a crash between any two commits can be
+        # finished by replaying the raw table (``Catalog.repair``):
+        #   1. raw     - the journal: once it commits, the push can be replayed whole.
+        #   2. rejects - append; a replay skips it when the request id is present.
+        #   3. items   - upsert that assigns ids; idempotent, and never rolls a newer
+        #                row back (updated_at guard), so a replay is harmless.
+        #   4. records - upsert derived from the same rows; same guarantees.
+        #   5. pushes  - the commit marker: a request id in raw without a row here
+        #                is an interrupted push, and repair finishes it.
+        raw_written = replay
+        try:
+            if not replay:
+                self.lake.append(
+                    "raw", self._raw(parsed, request_id, received_at, passed, client_ids), metadata
+                )
+                raw_written = True
+            if failed and not (replay and self.lake.has("rejects", "request_id", request_id)):
+                self.lake.append(
+                    "rejects", self._rejects(failed, request_id, received_at), metadata
+                )
+            if len(items):
+                self.lake.upsert("items", items.table(ITEMS), metadata)
+                self.lake.upsert("records", records.table(RECORDS), metadata)
+            finished_at = self.clock()
+            row = {
+                "request_id": [request_id],
+                "received_at": [received_at],
+                "finished_at": [finished_at],
+                "duration_ms": [(time.perf_counter() - started) * 1000.0],
+                "received": [len(parsed.items)],
+                "success": [len(stored)],
+                "failed": [len(failed)],
+                "source": [source],
+                "flow_run_id": [flow_run_id],
+                "idempotency_key": [None],
+                "response_json": [json.dumps(response, ensure_ascii=False)],
+            }
+            self.lake.append("pushes", pa.table(row, schema=PUSHES), metadata)
+        except (DeltaError, OSError, LakeError, pa.ArrowException) as exc:
+            raise _write_failed(exc, request_id, raw_written=raw_written) from exc
+        return response
+
+    def _with_ids(self, items: Batch, request_id: str, received_at: datetime) -> Batch:
+        """Give every item its service id: the stored one, or the next free number.
+
+        Ids come from the items table itself (its file statistics give the
+        current maximum), so an id is never handed to two client_item_ids.
+        """
+        frame = items.frame.copy()
+        keys = frame["client_item_id"].astype(object)
+        known = (
+            self.lake.lookup(
+                "items",
+                "client_item_id",
+                keys.tolist(),
+                ["client_item_id", "object_id", "first_seen_at", "likes", "sales"],
+            )
+            .to_pandas()
+            .set_index("client_item_id")
+        )
+        aligned = known.reindex(keys.to_numpy())  # keys are unique within a push
+        object_id = pd.Series(aligned["object_id"].to_numpy(), index=frame.index).astype("Int64")
+        new = object_id.isna()
+        first_free = self.lake.max_value("items", "object_id") + 1
+        object_id[new] = np.arange(first_free, first_free + int(new.sum()), dtype="int64")
+        received = pd.Timestamp(received_at).tz_convert("UTC")
+        first_seen = pd.Series(aligned["first_seen_at"].array, index=frame.index)
+        frame["object_id"] = object_id.astype("int64")
+        frame["first_seen_at"] = first_seen.astype("datetime64[us, UTC]").fillna(received)
+        for metric in ("likes", "sales"):
+            values = pd.Series(aligned[metric].to_numpy(), index=frame.index)
+            frame[metric] = values.astype("Int64").fillna(0)
+        frame["updated_at"] = pd.Series(received, index=frame.index).astype("datetime64[us, UTC]")
+        frame["request_id"] = request_id
+        return Batch(frame, items.lists)
+
+    @staticmethod
+    def _raw(
+        parsed: ParsedPush,
+        request_id: str,
+        received_at: datetime,
+        passed: pd.Series,
+        client_ids: pd.Series,
+    ) -> pa.Table:
+        n = len(parsed.items)
+        received = pd.Timestamp(received_at).tz_convert("UTC")
+        return pa.table(
+            {
+                "request_id": pa.array([request_id] * n, pa.string()),
+                "index": pa.array(np.arange(n, dtype="int32")),
+                "received_at": pa.array([received] * n, RAW.field("received_at").type),
+                "client_item_id": pa.array(
+                    client_ids.astype(object), pa.string(), from_pandas=True
+                ),
+                "passed": pa.array(passed.to_numpy(dtype=bool)),
+                "item_json": pa.array(parsed.item_json, pa.string()),
+                "received_date": pa.array([received.date()] * n, pa.date32()),
+            },
+            schema=RAW,
+        )
+
+    @staticmethod
+    def _rejects(failed: list[dict[str, Any]], request_id: str, received_at: datetime) -> pa.Table:
+        n = len(failed)
+        return pa.table(
+            {
+                "request_id": [request_id] * n,
+                "index": [f["index"] for f in failed],
+                "client_item_id": [f["client_item_id"] for f in failed],
+                "codes": [list(dict.fromkeys(e["code"] for e in f["errors"])) for f in failed],
+                "errors": [
+                    [
+                        {**e, "value": json.dumps(e["value"], ensure_ascii=False)}
+                        for e in f["errors"]
+                    ]
+                    for f in failed
+                ],
+                "rejected_at": [received_at] * n,
+            },
+            schema=REJECTS,
+        )
+
+    # --- repair -----------------------------------------------------------------
+
+    def interrupted(self) -> list[str]:
+        """Request ids that reached the raw table but never got a pushes row."""
+        raw = self.lake.read("raw", 'SELECT DISTINCT request_id FROM "raw"')
+        done = set(self.lake.read("pushes")["request_id"].to_pylist())
+        return sorted(r for r in raw["request_id"].to_pylist() if r not in done)
+
+    def repair(self) -> list[dict[str, Any]]:
+        """Finish every interrupted push by replaying it from the raw table.
+
+        Safe to run any number of times, alone or after a crash: each step of
+        a push is idempotent under replay (see the write order in ``_ingest``).
+        """
+        responses = []
+        for request_id in self.interrupted():
+            sql = f'SELECT * FROM "raw" WHERE request_id = {quote(request_id)} ORDER BY "index"'
+            rows = self.lake.read("raw", sql)
+            parsed = parse_push(payload_from_raw(rows["item_json"].to_pylist()))
+            received_at = rows["received_at"][0].as_py()
+            responses.append(
+                self._ingest(
+                    parsed,
+                    request_id=request_id,
+                    received_at=received_at,
+                    started=time.perf_counter(),
+                    source="repair",
+                    flow_run_id=None,
+                    replay=True,
+                )
+            )
+        return responses
+
+    # --- reading ------------------------------------------------------------------
+
+    def records(self) -> pd.DataFrame:
+        """Current flat search records, one per client_item_id, by service id."""
+        return _by_id(_pandas(self.lake.read("records")), "object_id")
+
+    def items(self) -> pd.DataFrame:
+        """Current validated items with every field typed, by service id."""
+        return _by_id(_pandas(self.lake.read("items")), "object_id")
+
+    def rejects(self) -> pd.DataFrame:
+        """Every rejected item with its request id, index and errors."""
+        return _pandas(self.lake.read("rejects")).sort_values(
+            ["rejected_at", "index"], ignore_index=True
+        )
+
+    def pushes(self) -> pd.DataFrame:
+        """One row per push with its response counts and timing."""
+        return _pandas(self.lake.read("pushes")).sort_values("received_at", ignore_index=True)
+
+    def raw(self) -> pd.DataFrame:
+        """Every received item exactly as sent, passed or failed."""
+        return _pandas(self.lake.read("raw")).sort_values(
+            ["received_at", "index"], ignore_index=True
+        )
+
+
+def _pandas(table: pa.Table) -> pd.DataFrame:
+    # Nullable integers stay integers (an item without qty is not 0.0 or NaN).
+    def mapper(kind: pa.DataType):
+        return pd.Int64Dtype() if pa.types.is_integer(kind) else None
+
+    return table.to_pandas(types_mapper=mapper)
+
+
+def _by_id(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    return frame.sort_values(column, key=lambda s: s.astype("int64"), ignore_index=True)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _write_failed(exc: Exception, request_id: str, *, raw_written: bool) -> PushError:
+    hint = (
+        "; the items reached the raw table, so `catalog-lake repair` can finish the push"
+        if raw_written
+        else "; nothing of this push was stored"
+    )
+    return PushError(
+        "lake_write_failed", f"cannot write the lake: {exc}{hint}", request_id=request_id
+    )
+
+
+__all__ = ["Catalog", "CatalogLakeError", "PushError"]

@@ -1,0 +1,326 @@
+"""Recognize and normalize values, a whole column at a time.
+
+Each function takes a pandas Series of JSON values (object dtype, exactly as
+received) and returns a new Series; inputs are never mutated. The same
+predicates back the pandera checks (``schemas.py``) and the coercion to typed
+columns, so what validation accepts is exactly what coercion can convert.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import settings
+from .parse import NonFinite, Unencodable
+
+_KIND = {
+    str: "str",
+    bool: "bool",
+    int: "int",
+    float: "float",
+    dict: "dict",
+    list: "list",
+    type(None): "null",
+    NonFinite: "nonfinite",
+    Unencodable: "unencodable",
+}
+
+TRUE_SPELLINGS = frozenset({"true", "yes", "y", "t", "1", "on"})
+FALSE_SPELLINGS = frozenset({"false", "no", "n", "f", "0", "off"})
+
+# Block-level tags separate words; inline ones (<b>, <i>, <span>) do not.
+_BLOCK_TAG = re.compile(
+    r"</?(?:p|br|div|li|ul|ol|h[1-6]|tr|td|th|table|section|article|blockquote|hr)\b[^<>]*>",
+    re.I,
+)
+_TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
+_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2028\u2029\ufeff]"
+_SPACE = r"\s+"
+_MONEY = r"\d{1,10}(?:\.\d{1,2})?"
+_COUNT = r"\d{1,13}"
+_NUM = r"(\d+(?:[.,]\d+)?)"
+DURATION = re.compile(
+    rf"P(?:{_NUM}Y)?(?:{_NUM}M)?(?:{_NUM}W)?(?:{_NUM}D)?(?:T(?:{_NUM}H)?(?:{_NUM}M)?(?:{_NUM}S)?)?"
+)
+#: Seconds per duration unit; a year is 365 days and a month 30, as documented.
+_UNIT_SECONDS = (365 * 86400, 30 * 86400, 7 * 86400, 86400, 3600, 60, 1)
+_URL = r"https?://[^\s/?#<>\"]+[^\s<>\"]*"
+_DATE_ONLY = r"\d{4}-\d{2}-\d{2}"
+
+
+def kinds(values: pd.Series) -> pd.Series:
+    """Name the JSON type of every value: str, int, float, bool, list, dict, null."""
+    out = values.map(type).map(_KIND).fillna("other")
+    return out.mask((out == "float") & values.isna(), "null")
+
+
+def text_of(values: pd.Series) -> pd.Series:
+    """Strings stay, JSON numbers become their text, everything else is NA.
+
+    SPEC 2.6: numbers in string attributes lose nothing by becoming text.
+    """
+    k = kinds(values)
+    out = values.where(k == "str")
+    numeric = k.isin(["int", "float"])
+    if numeric.any():
+        out = _put(out, numeric, values[numeric].map(str))
+    return out
+
+
+def clean_text(values: pd.Series, *, rich: bool = True) -> pd.Series:
+    """Trim, collapse whitespace and drop control characters of text values.
+
+    ``rich`` also strips HTML tags and unescapes entities; identifiers skip it
+    so that a key such as ``A&amp;B`` is never silently rewritten. Values that
+    are not strings pass through untouched for the type checks to judge, and
+    text that is blank after cleaning becomes None (absent).
+    """
+    is_str = kinds(values) == "str"
+    if not is_str.any():
+        return values.copy()
+    text = values[is_str].astype(object)
+    if rich:
+        text = text.str.replace(_BLOCK_TAG, " ", regex=True).str.replace(_TAG, "", regex=True)
+        has_entity = text.str.contains("&", regex=False)
+        if has_entity.any():
+            text = _put(text, has_entity, text[has_entity].map(html.unescape))
+    text = text.str.replace(_CONTROL, "", regex=True)
+    text = text.str.replace(_SPACE, " ", regex=True).str.strip()
+    text = text.where(text != "", None)
+    return _put(values, is_str, text)
+
+
+def _put(values: pd.Series, mask: pd.Series, replacement: pd.Series) -> pd.Series:
+    """``values`` with ``replacement`` where ``mask``, kept as plain object dtype.
+
+    Assigning through numpy keeps pandas 3 from inferring its Arrow-backed
+    ``str`` dtype, which cannot hold lone surrogates and would crash before
+    the validation could reject them.
+    """
+    out = values.to_numpy(dtype=object, copy=True)
+    out[mask.to_numpy(dtype=bool)] = replacement.to_numpy(dtype=object)
+    return pd.Series(out, index=values.index, dtype=object)
+
+
+def blank_to_none(values: pd.Series) -> pd.Series:
+    """Strings that are empty or only whitespace mean "unused" (SPEC 2.5) and become None."""
+    is_str = kinds(values) == "str"
+    if not is_str.any():
+        return values
+    blank = is_str & (values.where(is_str, "x").astype(object).str.strip() == "")
+    return values.where(~blank, None) if blank.any() else values
+
+
+def text_length(values: pd.Series) -> pd.Series:
+    """Characters in each value's text form (0 where there is none)."""
+    return text_of(values).str.len().fillna(0).astype("int64")
+
+
+# --- booleans -----------------------------------------------------------------
+
+
+def boolean_ok(values: pd.Series) -> pd.Series:
+    """JSON booleans, 0 and 1, and the common spellings (yes/no, true/false, ...)."""
+    return to_bool(values).notna() | values.isna()
+
+
+def to_bool(values: pd.Series) -> pd.Series:
+    """Normalize boolean spellings; anything unrecognized becomes NA."""
+    k = kinds(values)
+    out = pd.Series(pd.NA, index=values.index, dtype="boolean")
+    is_bool = k == "bool"
+    out[is_bool] = values[is_bool].astype(bool)
+    is_int = k == "int"
+    if is_int.any():
+        ints = values[is_int]
+        out[is_int & (values == 1)] = True
+        out[is_int & (values == 0)] = False
+        del ints
+    is_str = k == "str"
+    if is_str.any():
+        low = values[is_str].astype(object).str.strip().str.lower()
+        out[low[low.isin(TRUE_SPELLINGS)].index] = True
+        out[low[low.isin(FALSE_SPELLINGS)].index] = False
+    return out
+
+
+# --- durations ----------------------------------------------------------------
+
+
+def duration_parts(values: pd.Series) -> pd.DataFrame:
+    """Split ISO 8601 durations into unit columns; rows that do not match are NA."""
+    text = values.where(kinds(values) == "str").astype(object).str.strip().str.upper()
+    parts = text.str.extract(f"^{DURATION.pattern}$")
+    # "P" and "P1DT" match the grammar's optional groups but are not durations.
+    empty = parts.isna().all(axis=1)
+    dangling_t = text.str.endswith("T").fillna(False).astype(bool)
+    parts[empty | dangling_t] = np.nan
+    parts["text"] = text.where(~(empty | dangling_t))
+    return parts
+
+
+def duration_ok(values: pd.Series) -> pd.Series:
+    """True for ISO 8601 durations such as P7D or PT24H, and for absent values."""
+    return duration_parts(values)["text"].notna() | values.isna()
+
+
+def duration_seconds(values: pd.Series) -> pd.DataFrame:
+    """Canonical text and whole seconds for each duration (NA where invalid)."""
+    parts = duration_parts(values)
+    seconds = pd.Series(0.0, index=values.index)
+    for column, unit in zip(range(7), _UNIT_SECONDS, strict=True):
+        number = parts[column].astype(object).str.replace(",", ".", regex=False)
+        seconds = seconds + pd.to_numeric(number, errors="coerce").fillna(0.0) * unit
+    valid = parts["text"].notna()
+    return pd.DataFrame(
+        {
+            "text": parts["text"].where(valid, None),
+            "seconds": seconds.round().astype("Int64").where(valid, pd.NA),
+        }
+    )
+
+
+# --- numbers ------------------------------------------------------------------
+
+
+def _numeric_text(values: pd.Series, pattern: str) -> pd.Series:
+    """Text form of strings and JSON numbers that fully match ``pattern``."""
+    k = kinds(values)
+    text = text_of(values.where(k != "bool"))
+    text = text.where(k.isin(["str", "int", "float"])).astype(object).str.strip()
+    ok = text.str.fullmatch(pattern).fillna(False).astype(bool)
+    return text.where(ok)
+
+
+def money_text(values: pd.Series) -> pd.Series:
+    """Plain decimal text with at most two decimals; NA where not money.
+
+    JSON numbers are judged by their shortest repr, so 0.1 + 0.2 (which is
+    0.30000000000000004) is refused rather than rounded. Currency symbols and
+    thousands separators are refused: "1,299" could be 1299 or 1.299.
+    """
+    return _numeric_text(values, _MONEY)
+
+
+def money_ok(values: pd.Series) -> pd.Series:
+    """True for money values and for absent ones (absence is judged by ``required``)."""
+    return money_text(values).notna() | values.isna()
+
+
+def count_values(values: pd.Series) -> pd.Series:
+    """Non-negative whole numbers, from text or JSON numbers (5.0 counts as 5)."""
+    k = kinds(values)
+    integral_float = pd.Series(False, index=values.index)
+    is_float = k == "float"
+    if is_float.any():
+        floats = pd.to_numeric(values.where(is_float), errors="coerce")
+        integral_float = is_float & (floats == floats.round()) & (floats >= 0)
+    as_int = values.where(integral_float).map(lambda v: int(v) if v == v else v)
+    source = values.where(~is_float, as_int)
+    text = _numeric_text(source, _COUNT)
+    number = pd.to_numeric(text, errors="coerce")
+    return number.where(number <= settings.MAX_COUNT).astype("Int64")
+
+
+def count_ok(values: pd.Series) -> pd.Series:
+    """True for counts and for absent values."""
+    return count_values(values).notna() | values.isna()
+
+
+# --- dates --------------------------------------------------------------------
+
+
+def to_timestamp(values: pd.Series, *, end_of_day: bool = False) -> pd.Series:
+    """Parse ISO 8601 dates and date-times to UTC; NA where not parseable.
+
+    A date-time without an offset is taken as UTC. A bare date that ends a
+    window means the whole of that day, so it becomes the next midnight.
+    """
+    text = values.where(kinds(values) == "str").astype(object).str.strip()
+    parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
+    parsed = pd.Series(parsed, index=values.index)
+    if end_of_day:
+        date_only = text.str.fullmatch(_DATE_ONLY).fillna(False).astype(bool)
+        parsed = parsed.where(~date_only, parsed + pd.Timedelta(days=1))
+    return parsed.astype("datetime64[us, UTC]")
+
+
+def date_ok(values: pd.Series) -> pd.Series:
+    """True for ISO 8601 dates or date-times and for absent values."""
+    return to_timestamp(values).notna() | values.isna()
+
+
+# --- lists --------------------------------------------------------------------
+
+
+def list_elements(values: pd.Series) -> pd.Series:
+    """One row per list element, indexed by its item (empty lists vanish)."""
+    lists = values[kinds(values) == "list"]
+    return lists.explode().dropna()
+
+
+def _all_per_item(ok: pd.Series, index: pd.Index) -> pd.Series:
+    bad = ok[~ok].index.unique()
+    return pd.Series(~index.isin(bad), index=index)
+
+
+def is_list_ok(values: pd.Series) -> pd.Series:
+    """True for JSON arrays and for absent values."""
+    return values.isna() | (kinds(values) == "list")
+
+
+def list_size_ok(values: pd.Series) -> pd.Series:
+    """False where a list is longer than the documented bound."""
+    sizes = values.where(kinds(values) == "list").str.len()
+    return ~(sizes > settings.MAX_LIST_VALUES).fillna(False).astype(bool)
+
+
+def urls_ok(values: pd.Series) -> pd.Series:
+    """Every element of a list is an http(s) URL string of sensible length."""
+    elements = list_elements(values)
+    text = elements.where(kinds(elements) == "str").astype(object)
+    ok = text.str.fullmatch(_URL, case=False).fillna(False).astype(bool)
+    ok &= text.str.len().fillna(0) <= settings.MAX_URL_CHARS
+    return _all_per_item(ok, values.index)
+
+
+def first_bad_url(value: object) -> object:
+    """The first element of an image list that is not a URL, for the message."""
+    if not isinstance(value, list):
+        return value
+    for element in value:
+        if not (isinstance(element, str) and re.fullmatch(_URL, element, re.I)):
+            return element
+    return value
+
+
+def scalar_elements_ok(values: pd.Series) -> pd.Series:
+    """Every element of a list is text or a number (SPEC 2.3 leaves its type open)."""
+    elements = list_elements(values)
+    ok = kinds(elements).isin(["str", "int", "float"])
+    return _all_per_item(ok, values.index)
+
+
+def list_array(elements: pd.Series, length: int) -> pa.ListArray:
+    """Build an Arrow list<string> column from exploded elements.
+
+    ``elements`` is indexed by row position (0..length-1), possibly repeated,
+    in element order; rows with no elements get an empty list, never null.
+    """
+    elements = elements.dropna()
+    positions = elements.index.to_numpy(dtype="int64")
+    order = np.argsort(positions, kind="stable")
+    counts = np.bincount(positions, minlength=length) if length else np.zeros(0, "int64")
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype("int32")
+    values = pa.array(elements.to_numpy(dtype=object)[order], type=pa.string())
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
+
+def text_elements(values: pd.Series) -> pd.Series:
+    """List elements as text (numbers made text), indexed by their row."""
+    return text_of(list_elements(values)).dropna()

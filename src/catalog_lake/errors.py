@@ -1,0 +1,61 @@
+"""One exception hierarchy and the per-item error codes.
+
+A push fails as a whole only when the payload itself is unusable or the lake
+cannot be written; everything else is a per-item error that rides in the push
+response (SPEC 7: partial failure is reported by the failed count).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    """Why one item was rejected; stable strings that callers can switch on."""
+
+    MISSING_REQUIRED_FIELD = "missing_required_field"
+    INVALID_TYPE = "invalid_type"
+    INVALID_STRING = "invalid_string"
+    INVALID_TEXT = "invalid_text"
+    TEXT_TOO_LONG = "text_too_long"
+    INVALID_BOOLEAN = "invalid_boolean"
+    INVALID_DURATION = "invalid_duration"
+    INVALID_COUNT = "invalid_count"
+    INVALID_PRICE = "invalid_price"
+    INVALID_DATE = "invalid_date"
+    INVALID_DISCOUNT_WINDOW = "invalid_discount_window"
+    INVALID_URL = "invalid_url"
+    INVALID_LIST = "invalid_list"
+    TOO_MANY_VALUES = "too_many_values"
+    DUPLICATE_KEY = "duplicate_key"
+    DUPLICATE_IN_PUSH = "duplicate_in_push"
+    ITEM_TOO_LARGE = "item_too_large"
+
+
+class CatalogLakeError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class PushError(CatalogLakeError):
+    """A push that could not be carried out at all; nothing of it was stored.
+
+    ``reason`` is a short machine-readable word (``invalid_payload``,
+    ``too_many_items``, ``payload_too_large``, ``lake_write_failed``, ...) and
+    ``detail`` the human explanation, which ends with the fix when one is known.
+    """
+
+    def __init__(self, reason: str, detail: str, *, request_id: str | None = None) -> None:
+        self.reason = reason
+        self.detail = detail
+        self.request_id = request_id
+        super().__init__(f"push refused ({reason}): {detail}")
+
+
+class LakeError(CatalogLakeError):
+    """The lake could not be read, or holds something this version cannot use."""
+
+
+def item_error(field: str, code: ErrorCode, message: str, value: Any = None) -> dict[str, Any]:
+    """Build one entry of ``catalog_push_failed_items[*].errors``."""
+    return {"field": field, "code": str(code), "message": message, "value": value}

@@ -1,0 +1,186 @@
+"""The only module that talks to deltalake.
+
+One Delta table per folder under the lake URI (``raw``, ``items``,
+``records``, ``rejects``, ``pushes``). Reads go through DataFusion's
+``QueryBuilder`` or pyarrow datasets rather than ``to_pyarrow_table``, which
+can abort the interpreter at exit (delta-rs issue 2184).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, QueryBuilder
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from .errors import LakeError
+from .schemas import PARTITIONS, TABLES
+
+#: Attempts for a merge that loses a commit race before giving up.
+MERGE_ATTEMPTS = 5
+
+
+def _is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+class Lake:
+    """A folder (or object-store prefix) of Delta tables with fixed schemas."""
+
+    def __init__(self, uri: str | Path, storage_options: dict[str, str] | None = None) -> None:
+        self.uri = str(uri).rstrip("/")
+        self.storage_options = storage_options
+
+    def __repr__(self) -> str:  # never show storage options: they may hold secrets
+        return f"Lake({self.uri!r})"
+
+    def path(self, name: str) -> str:
+        """URI of one table of the lake."""
+        return f"{self.uri}/{name}"
+
+    def table(self, name: str) -> DeltaTable | None:
+        """The Delta table ``name``, or None while nothing was ever written to it."""
+        try:
+            return DeltaTable(self.path(name), storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
+        except (DeltaError, OSError) as exc:
+            raise LakeError(f"cannot open table {name!r} in {self.uri}: {exc}") from exc
+
+    def ensure(self) -> None:
+        """Create every table that does not exist yet, with its declared schema."""
+        if _is_local(self.uri):
+            Path(self.uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        for name, schema in TABLES.items():
+            if self.table(name) is None:
+                DeltaTable.create(
+                    self.path(name),
+                    schema,
+                    mode="ignore",
+                    partition_by=PARTITIONS.get(name),
+                    storage_options=self.storage_options,
+                    name=name,
+                )
+
+    # --- writes -------------------------------------------------------------
+
+    def append(self, name: str, data: pa.Table, metadata: dict[str, str] | None = None) -> None:
+        """Append rows; appends never conflict with each other in Delta."""
+        from deltalake import write_deltalake
+
+        if data.num_rows == 0:
+            return
+        write_deltalake(
+            self.path(name),
+            data.cast(TABLES[name]),
+            mode="append",
+            partition_by=PARTITIONS.get(name),
+            storage_options=self.storage_options,
+            commit_properties=CommitProperties(custom_metadata=metadata or {}),
+        )
+
+    def upsert(
+        self, name: str, data: pa.Table, metadata: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Insert new ``client_item_id`` rows and replace older versions of known ones.
+
+        The update only applies when the incoming row is at least as new as
+        the stored one (``updated_at``), so replaying an old push after a
+        crash can never roll an item back over a later push.
+        """
+        data = data.cast(TABLES[name])
+        for attempt in range(1, MERGE_ATTEMPTS + 1):
+            table = self.table(name)
+            if table is None:
+                raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
+            try:
+                return (
+                    table.merge(
+                        data,
+                        predicate="t.client_item_id = s.client_item_id",
+                        source_alias="s",
+                        target_alias="t",
+                        commit_properties=CommitProperties(custom_metadata=metadata or {}),
+                    )
+                    .when_matched_update_all(predicate="s.updated_at >= t.updated_at")
+                    .when_not_matched_insert_all()
+                    .execute()
+                )
+            except CommitFailedError:
+                if attempt == MERGE_ATTEMPTS:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    # --- reads --------------------------------------------------------------
+
+    def read(self, name: str, sql: str | None = None) -> pa.Table:
+        """Rows of a table as Arrow with its declared schema; ``sql`` may filter.
+
+        ``sql`` is a whole SELECT over a table registered under ``name``.
+        """
+        table = self.table(name)
+        if table is None:
+            return TABLES[name].empty_table()
+        reader = QueryBuilder().register(name, table).execute(sql or f'SELECT * FROM "{name}"')
+        result = pa.RecordBatchReader.from_stream(reader).read_all()
+        if sql is None:
+            return _conform(result, TABLES[name])
+        return result
+
+    def lookup(self, name: str, key: str, values: list[str], columns: list[str]) -> pa.Table:
+        """Rows whose ``key`` is one of ``values``.
+
+        DataFusion prunes files on their statistics. We do not use pyarrow
+        datasets with a filter here: after a merge, delta-rs writes string
+        statistics as ``string_view`` and pyarrow then refuses string filters.
+        """
+        if not values:
+            return TABLES[name].empty_table().select(columns)
+        listed = ", ".join(quote(v) for v in values)
+        selected = ", ".join(f'"{c}"' for c in columns)
+        sql = f'SELECT {selected} FROM "{name}" WHERE "{key}" IN ({listed})'
+        return _conform(self.read(name, sql), TABLES[name], columns)
+
+    def max_value(self, name: str, column: str) -> int:
+        """Largest value of an integer column, from file statistics when present."""
+        table = self.table(name)
+        if table is None:
+            return 0
+        actions = table.get_add_actions(flatten=True)
+        stat = f"max.{column}"
+        actions = pa.table(actions) if not isinstance(actions, pa.Table) else actions
+        if actions.num_rows == 0:
+            return 0
+        if stat in actions.column_names and actions[stat].null_count == 0:
+            return int(pc.max(actions[stat]).as_py() or 0)
+        result = self.read(name, f'SELECT max("{column}") AS m FROM "{name}"')
+        return int(result["m"][0].as_py() or 0) if result.num_rows else 0
+
+    def has(self, name: str, column: str, value: str) -> bool:
+        """Whether any row of ``name`` has ``column`` equal to ``value``."""
+        sql = f'SELECT 1 FROM "{name}" WHERE "{column}" = {quote(value)} LIMIT 1'
+        return self.read(name, sql).num_rows > 0
+
+    def version(self, name: str) -> int | None:
+        """Current Delta version of a table, None before its first commit."""
+        table = self.table(name)
+        return None if table is None else table.version()
+
+
+def quote(value: str) -> str:
+    """A SQL string literal; values come from validated items or request ids."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _conform(result: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
+    # DataFusion may hand back string views or large types; give callers the
+    # declared schema so pandas sees the same dtypes whatever engine read it.
+    fields = [schema.field(c) for c in columns] if columns else list(schema)
+    arrays = [result[f.name].cast(f.type) for f in fields]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -1,0 +1,316 @@
+"""Turn a push payload into items, their exact JSON text and one flat frame.
+
+This is the only stage that walks Python objects item by item: a payload
+arrives as JSON (or dicts), and something has to visit each value once to
+lay it out in columns. Everything after it works on whole columns.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from . import settings
+from .errors import ErrorCode, PushError, item_error
+
+#: Item fields that hold an object whose keys become their own columns.
+NESTED = ("inventory_info", "pricing_info", "attributes")
+
+
+class NonFinite(str):
+    """A JSON NaN or Infinity, kept visible so no check mistakes it for absent.
+
+    pandas treats float NaN as "missing", so an item that sent ``NaN`` for a
+    price would otherwise pass as if it sent nothing (SPEC 2.5 wants finite
+    money; stdlib json accepts NaN silently).
+    """
+
+
+class Unencodable:
+    """A value holding lone surrogates, which UTF-8 (and so Arrow) cannot store.
+
+    It replaces the value in the flat frame so that no later step, pandas'
+    string inference included, ever touches the surrogate; the item is
+    rejected with ``invalid_text`` and the raw table keeps it escaped.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: Any) -> None:
+        self.text = json.dumps(value, ensure_ascii=True)
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+def _has_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return False
+
+
+class _DuplicateKeys(dict):
+    """A JSON object that repeated a key; ``duplicates`` names the repeats.
+
+    ``pairs`` keeps every key/value as sent, so the raw table can store the
+    item exactly as received and a replay finds the same duplicates again.
+    """
+
+    duplicates: list[str]
+    pairs: list[tuple[str, Any]]
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # stdlib json and orjson keep the last duplicate silently; we want to say so.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dups = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+        obj = _DuplicateKeys(obj)
+        obj.duplicates = dups
+        obj.pairs = pairs
+    return obj
+
+
+@dataclass
+class ParsedPush:
+    """A payload laid out for validation; ``item_json`` keeps what was received."""
+
+    items: list[dict[str, Any]]
+    item_json: list[str]
+    frame: pd.DataFrame
+    errors: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def decode_payload(payload: Any) -> Any:
+    """Decode JSON text or bytes; pass other objects through untouched."""
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        raw = bytes(payload)
+        if len(raw) > settings.MAX_PAYLOAD_BYTES:
+            raise _too_large(len(raw))
+        try:
+            payload = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PushError("invalid_json", f"payload is not UTF-8 text: {exc}") from None
+    if isinstance(payload, str):
+        if len(payload) > settings.MAX_PAYLOAD_BYTES:
+            raise _too_large(len(payload))
+        try:
+            return json.loads(payload, object_pairs_hook=_pairs_hook)
+        except json.JSONDecodeError as exc:
+            raise PushError(
+                "invalid_json",
+                f"payload is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            ) from None
+        except RecursionError:
+            raise PushError(
+                "invalid_json", "payload is nested too deeply to be a product object"
+            ) from None
+    return payload
+
+
+def _too_large(size: int) -> PushError:
+    return PushError(
+        "payload_too_large",
+        f"payload is {size:,} bytes, over the limit of {settings.MAX_PAYLOAD_BYTES:,}; "
+        "split it into several pushes",
+    )
+
+
+def parse_push(payload: Any) -> ParsedPush:
+    """Check the payload's outer shape and flatten its items into columns.
+
+    Raises:
+        PushError: the payload as a whole is unusable (SPEC 2.2 shape broken).
+    """
+    obj = decode_payload(payload)
+    if not isinstance(obj, dict):
+        raise PushError(
+            "invalid_payload",
+            f"a product object must be a JSON object with an 'items' list, got {_kind(obj)}",
+        )
+    if "items" not in obj:
+        raise PushError("invalid_payload", "the product object has no 'items' list")
+    items = obj["items"]
+    if not isinstance(items, list):
+        raise PushError("invalid_payload", f"'items' must be a list, got {_kind(items)}")
+    if not items:
+        raise PushError("invalid_payload", "'items' is empty; a push carries one or more items")
+    if len(items) > settings.MAX_ITEMS_PER_PUSH:
+        raise PushError(
+            "too_many_items",
+            f"{len(items):,} items in one push, over the limit of "
+            f"{settings.MAX_ITEMS_PER_PUSH:,}; split the feed into batches",
+        )
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise PushError(
+                "invalid_payload", f"items[{index}] must be an object, got {_kind(item)}"
+            )
+
+    item_json = [_dump(item, index) for index, item in enumerate(items)]
+    total = sum(map(len, item_json))
+    if total > settings.MAX_PAYLOAD_BYTES:
+        raise _too_large(total)
+    errors: dict[int, list[dict[str, Any]]] = {}
+    for index, text in enumerate(item_json):
+        if len(text) > settings.MAX_ITEM_BYTES:
+            errors.setdefault(index, []).append(
+                item_error(
+                    "",
+                    ErrorCode.ITEM_TOO_LARGE,
+                    f"item is {len(text):,} characters of JSON, over the limit of "
+                    f"{settings.MAX_ITEM_BYTES:,}",
+                    len(text),
+                )
+            )
+    unencodable: set[int] = set()
+    for index, item in enumerate(items):
+        if item_json[index].isascii() and "\\ud" in item_json[index].lower():
+            for path in _surrogate_paths(item):
+                unencodable.add(index)
+                errors.setdefault(index, []).append(
+                    item_error(
+                        path,
+                        ErrorCode.INVALID_TEXT,
+                        f"{path} holds a lone surrogate, which cannot be stored as UTF-8; "
+                        "send valid Unicode text",
+                        str(Unencodable(_get(item, path))),
+                    )
+                )
+        for path, container in _containers(item):
+            if isinstance(container, _DuplicateKeys):
+                for key in container.duplicates:
+                    name = f"{path}.{key}" if path else key
+                    errors.setdefault(index, []).append(
+                        item_error(
+                            name,
+                            ErrorCode.DUPLICATE_KEY,
+                            f"{name} appears more than once in the item; send each key once",
+                            key,
+                        )
+                    )
+    return ParsedPush(
+        items=items, item_json=item_json, frame=flatten(items, unencodable), errors=errors
+    )
+
+
+def _surrogate_paths(item: dict[str, Any]) -> list[str]:
+    """Flat-frame names of the fields of ``item`` that hold lone surrogates."""
+    paths = []
+    for key, value in item.items():
+        if key in NESTED and isinstance(value, dict):
+            paths += [
+                f"{key}.{sub}"
+                for sub, v in value.items()
+                if _has_surrogate(v) or _has_surrogate(sub)
+            ]
+        elif _has_surrogate(value) or _has_surrogate(key):
+            paths.append(key)
+    return paths
+
+
+def _get(item: dict[str, Any], path: str) -> Any:
+    head, _, rest = path.partition(".")
+    if rest and head in NESTED and isinstance(item.get(head), dict):
+        return item[head].get(rest)
+    return item.get(path)
+
+
+def _containers(item: dict[str, Any]):
+    yield "", item
+    for name in NESTED:
+        value = item.get(name)
+        if isinstance(value, dict):
+            yield name, value
+
+
+def _dump(item: dict[str, Any], index: int) -> str:
+    try:
+        if any(isinstance(c, _DuplicateKeys) for _, c in _containers(item)):
+            return _dump_pairs(item)
+        text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise PushError(
+            "invalid_payload", f"items[{index}] cannot be represented as JSON: {exc}"
+        ) from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be stored as UTF-8; escaped JSON keeps them exactly.
+        text = json.dumps(item, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+def _dump_pairs(value: Any) -> str:
+    """JSON text that repeats keys the way the sender did (json.dumps cannot)."""
+    if isinstance(value, dict):
+        pairs = value.pairs if isinstance(value, _DuplicateKeys) else list(value.items())
+        body = ",".join(f"{json.dumps(k, ensure_ascii=True)}:{_dump_pairs(v)}" for k, v in pairs)
+        return "{" + body + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump_pairs(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=True)
+
+
+def payload_from_raw(item_json: list[str]) -> str:
+    """Rebuild a push payload from raw-table item texts, for replays."""
+    return '{"items":[' + ",".join(item_json) + "]}"
+
+
+def flatten(items: list[dict[str, Any]], unencodable: set[int] = frozenset()) -> pd.DataFrame:  # type: ignore[assignment]
+    """Lay items out as an object-dtype frame, one column per (nested) field.
+
+    ``dtype=object`` keeps each JSON value exactly as it arrived (an int stays
+    an int, a bool a bool) so the type checks see what the caller sent.
+    Items listed in ``unencodable`` get their surrogate-holding values (and
+    keys) replaced by ``Unencodable`` markers.
+    """
+    rows = []
+    for index, item in enumerate(items):
+        row: dict[str, Any] = {}
+        for key, value in item.items():
+            if key in NESTED and isinstance(value, dict):
+                prefix = key + "."
+                for sub, sub_value in value.items():
+                    row[_safe_key(prefix + sub)] = _mark(sub_value)
+            else:
+                row[_safe_key(key)] = _mark(value)
+        if index in unencodable:
+            row = {k: Unencodable(v) if _has_surrogate(v) else v for k, v in row.items()}
+        rows.append(row)
+    frame = pd.DataFrame(rows, dtype=object)
+    frame.index = pd.RangeIndex(len(items))
+    return frame
+
+
+def _safe_key(key: str) -> str:
+    return key if not _has_surrogate(key) else str(Unencodable(key))
+
+
+def _mark(value: Any) -> Any:
+    if value.__class__ is float and not math.isfinite(value):
+        return NonFinite(json.dumps(value))
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "text",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)

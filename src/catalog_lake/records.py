@@ -1,0 +1,357 @@
+"""From validated items to typed item rows and flat search records.
+
+Pure functions over whole columns: each takes frames or Arrow tables and
+returns new ones. The price rule depends on a clock, so ``now`` is always
+passed in; a backfill or a repair gives the same answer as the original push
+when it passes the same instant.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import clean, settings
+from .schemas import FIELDS, TOP_LEVEL
+
+_KNOWN_SOURCES = frozenset(f.source for f in FIELDS)
+
+
+@dataclass
+class Batch:
+    """Rows of one table in flight: scalar columns in pandas, list columns in Arrow.
+
+    List columns stay Arrow arrays from the moment they are built, so they
+    never turn into per-row Python lists on the way to Delta.
+    """
+
+    frame: pd.DataFrame
+    lists: dict[str, pa.Array] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def table(self, schema: pa.Schema) -> pa.Table:
+        """The rows as an Arrow table with exactly ``schema``."""
+        return to_arrow(self.frame, self.lists, schema)
+
+
+def typed_items(frame: pd.DataFrame) -> Batch:
+    """Convert the cleaned, validated frame to typed columns named as in the items table.
+
+    Only rows that passed validation may be given: coercion trusts the checks
+    and turns anything unrecognized into null.
+    """
+    frame = frame.reset_index(drop=True)
+    n = len(frame)
+    out: dict[str, pd.Series] = {}
+    lists: dict[str, pa.Array] = {}
+    absent = pd.Series(None, index=frame.index, dtype=object)
+    for spec in FIELDS:
+        values = frame[spec.source] if spec.source in frame.columns else absent
+        rule = spec.rule
+        if rule in ("key", "id", "text"):
+            out[spec.column] = clean.text_of(values).astype(object)
+        elif rule == "count":
+            out[spec.column] = clean.count_values(values)
+        elif rule == "flag":
+            out[spec.column] = clean.to_bool(values)
+        elif rule == "money":
+            out[spec.column] = clean.money_text(values)
+        elif rule == "date":
+            out[spec.column] = clean.to_timestamp(
+                values, end_of_day=spec.column == "discount_end_date"
+            )
+        elif rule == "duration":
+            parsed = clean.duration_seconds(values)
+            out[spec.column] = parsed["text"]
+            out[f"{spec.column}_seconds"] = parsed["seconds"]
+        else:  # urls, list
+            lists[spec.column] = clean.list_array(clean.text_elements(values), n)
+    out["extra_attributes"] = _extras(frame, _is_extra_attribute, "attributes.")
+    out["extra_fields"] = _extras(frame, _is_extra_field, "")
+    return Batch(pd.DataFrame(out, index=frame.index), lists)
+
+
+def _is_extra_attribute(column: str) -> bool:
+    return column.startswith("attributes.")
+
+
+def _is_extra_field(column: str) -> bool:
+    head = column.split(".", 1)[0]
+    if "." not in column:
+        return column not in TOP_LEVEL
+    return head in ("inventory_info", "pricing_info")
+
+
+def _extras(frame: pd.DataFrame, pick, prefix: str) -> pd.Series:
+    """Fields outside SPEC 2.3-2.6 as JSON objects, so nothing sent is lost."""
+    columns = [c for c in frame.columns if pick(c) and c not in _KNOWN_SOURCES]
+    if not columns:
+        return pd.Series(None, index=frame.index, dtype=object)
+    sub = frame[columns]
+    present = sub.notna() | sub.map(lambda v: v is None)
+
+    def row_json(row: pd.Series) -> str | None:
+        keep = {c[len(prefix) :]: row[c] for c in columns if present.at[row.name, c]}
+        return json.dumps(keep, ensure_ascii=False, default=str) if keep else None
+
+    has_any = present.any(axis=1)
+    result = pd.Series(None, index=frame.index, dtype=object)
+    if has_any.any():
+        result[has_any] = sub[has_any].apply(row_json, axis=1)
+    return result
+
+
+def to_arrow(frame: pd.DataFrame, lists: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
+    """Build an Arrow table with exactly ``schema``: explicit types, never Arrow null.
+
+    pandas 3 infers ``str`` and an all-null column would become Arrow ``null``,
+    which Delta refuses; converting column by column to the declared type
+    avoids both.
+    """
+    arrays = []
+    for column in schema:
+        if column.name in lists:
+            arrays.append(lists[column.name].cast(column.type))
+        elif column.name not in frame.columns:
+            arrays.append(pa.nulls(len(frame), column.type))
+        else:
+            arrays.append(_column(frame[column.name], column.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _column(values: pd.Series, kind: pa.DataType) -> pa.Array:
+    if pa.types.is_decimal(kind):
+        return pa.array(values.astype(object), pa.string(), from_pandas=True).cast(kind)
+    if pa.types.is_timestamp(kind):
+        return pa.array(values.astype("datetime64[us, UTC]"), kind)
+    if pa.types.is_string(kind):
+        return pa.array(values.astype(object), pa.string(), from_pandas=True)
+    return pa.array(values, from_pandas=True).cast(kind)
+
+
+def first_element(lists: pa.ListArray) -> pa.Array:
+    """The first value of each list, null for empty lists."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    offsets = lists.offsets.to_numpy()[:-1]
+    values = lists.flatten()
+    if len(values) == 0:
+        return pa.nulls(len(lists), lists.type.value_type)
+    picked = values.take(pa.array(np.minimum(offsets, len(values) - 1)))
+    return pc.if_else(pa.array(lengths > 0), picked, pa.nulls(len(lists), picked.type))
+
+
+# --- records ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Synonyms:
+    """Groups of equivalent search terms, one group a line in ``data/synonyms.txt``."""
+
+    groups: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Synonyms:
+        """Read a synonym list (cached per path); the default is data/synonyms.txt."""
+        return _load_synonyms(str(path or _synonyms_path()))
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str] | None:
+        """One regex for every term, longest first so "cell phone" beats "phone"."""
+        terms = sorted({t for g in self.groups for t in g}, key=len, reverse=True)
+        if not terms:
+            return None
+        return re.compile(r"(?<![\w])(" + "|".join(map(re.escape, terms)) + r")(?![\w])")
+
+    @cached_property
+    def term_groups(self) -> dict[str, list[int]]:
+        """For each term, the numbers of the groups it belongs to."""
+        out: dict[str, list[int]] = {}
+        for number, group in enumerate(self.groups):
+            for term in group:
+                out.setdefault(term, []).append(number)
+        return out
+
+
+def _synonyms_path() -> Path:
+    packaged = Path(__file__).with_name("synonyms.txt")
+    return packaged if packaged.exists() else settings.DEFAULT_SYNONYMS
+
+
+@lru_cache(maxsize=8)
+def _load_synonyms(path: str) -> Synonyms:
+    groups = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0]
+        terms = tuple(dict.fromkeys(t.strip().lower() for t in line.split(",") if t.strip()))
+        if len(terms) > 1:
+            groups.append(terms)
+    return Synonyms(tuple(groups))
+
+
+def current_price(items: pd.DataFrame, now: datetime) -> pd.Series:
+    """SPEC price rule: discounted_price inside the discount window, else sale_price.
+
+    An empty start or end leaves that side of the window open; a bare end
+    date covers the whole day (coercion made it the next midnight).
+    """
+    now_ts = (
+        pd.Timestamp(now).tz_convert("UTC")
+        if pd.Timestamp(now).tzinfo
+        else pd.Timestamp(now, tz="UTC")
+    )
+    sale = pd.to_numeric(items["sale_price"], errors="coerce")
+    discounted = pd.to_numeric(items["discounted_price"], errors="coerce")
+    start = pd.Series(items["discount_start_date"])
+    end = pd.Series(items["discount_end_date"])
+    opened = start.isna() | (start <= now_ts)
+    not_closed = end.isna() | (now_ts < end)
+    active = discounted.notna() & opened & not_closed
+    return discounted.where(active, sale).astype("float64")
+
+
+def _slug(values: pd.Series) -> pd.Series:
+    return (
+        values.astype(object).str.lower().str.replace(r"[^\w]+", "-", regex=True).str.strip("-")
+    ).where(lambda s: s.str.len() > 0)
+
+
+_VEG = frozenset({"veg", "vegetarian", "v", "green", "pure veg"})
+_NON_VEG = frozenset({"non-veg", "nonveg", "non veg", "non_veg", "nv", "non-vegetarian"})
+
+
+def _flag(values: pd.Series) -> pd.Series:
+    return values.astype("boolean").fillna(False).astype(bool)
+
+
+def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Array:
+    """Computed discovery tags (record design rule 4), in a fixed order per record.
+
+    is_veg is free text (SPEC 2.6), so both it and veg_nonveg_flag are read
+    through the same spellings: veg/vegetarian/yes/true mean veg, and so on.
+    """
+    is_veg = items["attr_is_veg"].astype(object).str.strip().str.lower()
+    flag = items["attr_veg_nonveg_flag"].astype(object).str.strip().str.lower()
+    veg_bool = clean.to_bool(is_veg)
+    egg = _flag(flag.eq("egg") | is_veg.eq("egg"))
+    veg = _flag(flag.isin(_VEG) | is_veg.isin(_VEG) | veg_bool.eq(True)) & ~egg
+    non_veg = _flag(flag.isin(_NON_VEG) | is_veg.isin(_NON_VEG) | veg_bool.eq(False)) & ~veg & ~egg
+    ship = pd.to_numeric(items["attr_time_to_ship_seconds"], errors="coerce")
+
+    def tag(name: str, mask: pd.Series) -> pd.Series:
+        return pd.Series(name, index=items.index).where(mask)
+
+    rules = [
+        tag("veg", veg),
+        tag("non-veg", non_veg),
+        tag("egg", egg),
+        tag("cod", _flag(items["attr_available_on_cod"])),
+        tag("returnable", _flag(items["attr_returnable"])),
+        tag("cancellable", _flag(items["attr_cancellable"])),
+        tag("fast-shipping", _flag(ship <= settings.FAST_SHIPPING_SECONDS)),
+        tag("on-sale", on_sale),
+        tag("in-stock", in_stock),
+        tag("out-of-stock", ~in_stock),
+        "brand:" + _slug(items["attr_brand"]),
+        "colour:" + _slug(items["attr_colour"].fillna(items["attr_colour_name"])),
+        "gender:" + _slug(items["attr_gender"]),
+    ]
+    return clean.list_array(pd.concat(rules).dropna(), len(items))
+
+
+def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
+    pattern = synonyms.pattern
+    n = len(items)
+    if pattern is None or n == 0:
+        return clean.list_array(pd.Series([], dtype=object), n)
+    text = (
+        items["name"].fillna("").astype(object)
+        + " | "
+        + items["category"].fillna("").astype(object)
+        + " | "
+        + items["lake_category"].fillna("").astype(object)
+    ).str.lower()
+    found = text.str.extractall(pattern)[0]
+    if found.empty:
+        return clean.list_array(pd.Series([], dtype=object), n)
+    rows = found.index.get_level_values(0)
+    matched = pd.DataFrame({"row": rows, "term": found.to_numpy()})
+    term_groups = synonyms.term_groups
+    matched["group"] = matched["term"].map(term_groups)
+    expanded = matched.explode("group")
+    expanded["synonym"] = expanded["group"].map(lambda g: synonyms.groups[g])
+    expanded = expanded.explode("synonym")[["row", "synonym"]]
+    seen = pd.MultiIndex.from_frame(matched[["row", "term"]])
+    candidate = pd.MultiIndex.from_frame(expanded)
+    expanded = expanded[~candidate.isin(seen)].drop_duplicates()
+    return clean.list_array(
+        pd.Series(expanded["synonym"].to_numpy(), index=expanded["row"].to_numpy()), n
+    )
+
+
+def _categories(items: pd.DataFrame) -> pa.Array:
+    """lake_category then category, without case-insensitive repeats."""
+    both = pd.concat([items["lake_category"], items["category"]]).dropna().astype(object)
+    keys = pd.DataFrame({"row": both.index, "key": both.str.lower().to_numpy()})
+    return clean.list_array(both[~keys.duplicated().to_numpy()], len(items))
+
+
+def derive_records(items: Batch, now: datetime, synonyms: Synonyms) -> Batch:
+    """Flat search records (SPEC 1 and 2.1) from typed item rows.
+
+    No nested objects: categories, tags and synonyms are lists of strings,
+    everything else a scalar a search engine can filter or rank on.
+    """
+    rows = items.frame.reset_index(drop=True)
+    price = current_price(rows, now)
+    mrp = pd.to_numeric(rows["mrp"], errors="coerce").astype("float64")
+    on_sale = (price < mrp).fillna(False).astype(bool)
+    pct = ((mrp - price) / mrp * 100).round(1).where(on_sale & (mrp > 0), 0.0)
+    qty = rows["qty"].astype("Int64")
+    in_stock = rows["is_in_stock"].astype("boolean").fillna(qty > 0).fillna(False).astype(bool)
+    description = rows["description"].where(rows["description"].notna(), rows["short_description"])
+    image = first_element(items.lists["images"]).to_pandas().astype(object)
+    frame = pd.DataFrame(
+        {
+            "object_id": rows["object_id"].astype("int64").astype(str).astype(object),
+            "client_item_id": rows["client_item_id"],
+            "product_name": rows["name"],
+            "description": description,
+            "price": price,
+            "mrp": mrp,
+            "on_sale": on_sale,
+            "discount_pct": pct.astype("float64"),
+            "image": image,
+            "inventory": qty,
+            "in_stock": in_stock,
+            "likes": rows["likes"].astype("Int64").fillna(0),
+            "sales": rows["sales"].astype("Int64").fillna(0),
+            "brand": rows["attr_brand"],
+            "colour": rows["attr_colour"].fillna(rows["attr_colour_name"]),
+            "size": rows["attr_size"],
+            "gender": rows["attr_gender"],
+            "lake_category": rows["lake_category"],
+            "variant_group_id": rows["variant_group_id"],
+            "variant": rows["variant"],
+            "updated_at": rows["updated_at"],
+        }
+    )
+    lists = {
+        "categories": _categories(rows),
+        "tags": _tags(rows, on_sale, in_stock),
+        "synonyms": _synonyms(rows, synonyms),
+    }
+    return Batch(frame, lists)
+
+
+__all__ = ["Batch", "Synonyms", "current_price", "derive_records", "to_arrow", "typed_items"]

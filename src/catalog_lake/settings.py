@@ -1,0 +1,40 @@
+"""Limits and defaults, in one place so the README table and the code agree.
+
+SPEC 8 leaves every bound unstated; these are our choices and are documented
+in the README's data contract.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Environment variable that names the lake when none is given.
+LAKE_ENV = "CATALOG_LAKE_URI"
+#: Lake used when neither an argument nor the environment names one.
+DEFAULT_LAKE = "lake"
+
+MAX_ITEMS_PER_PUSH = 50_000
+MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+MAX_ITEM_BYTES = 1024 * 1024
+MAX_ID_CHARS = 256
+MAX_NAME_CHARS = 1_000
+MAX_TEXT_CHARS = 65_536
+MAX_URL_CHARS = 2_048
+MAX_LIST_VALUES = 100
+MAX_JSON_DEPTH = 64
+#: Largest money amount that fits decimal(12, 2).
+MAX_PRICE = 9_999_999_999.99
+#: Largest inventory count we accept; beyond it a count is surely a typo.
+MAX_COUNT = 10**12
+
+#: A time_to_ship at or under this many seconds earns the fast-shipping tag.
+FAST_SHIPPING_SECONDS = 24 * 3600
+
+#: Where the synonym groups live, unless a Catalog is given another list.
+DEFAULT_SYNONYMS = Path(__file__).resolve().parents[2] / "data" / "synonyms.txt"
+
+
+def default_lake_uri() -> str:
+    """Resolve the lake from the environment, falling back to ``./lake``."""
+    return os.environ.get(LAKE_ENV) or DEFAULT_LAKE

@@ -1,0 +1,87 @@
+"""Shared fixtures: a real lake in a temporary folder and a known-good item."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from catalog_lake import Catalog
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+CASES = Path(__file__).parent / "cases"
+
+GOOD_ITEM = {
+    "client_item_id": "SKU-1",
+    "lake_category": "GROCERY",
+    "lake_category_id": "1001",
+    "product_type": "simple",
+    "name": "Whole Wheat Atta 5 kg",
+    "description": "Stone-ground whole wheat atta.",
+    "short_description": "Atta, 5 kg",
+    "category": "Staples",
+    "variant_group_id": "ATTA",
+    "variant": "5 kg",
+    "location_id": [],
+    "inventory_info": {"qty": "120", "min_qty": "1", "max_qty": "5", "is_in_stock": "1"},
+    "pricing_info": {
+        "mrp": "310.00",
+        "sale_price": "289.00",
+        "discount_start_date": "",
+        "discount_end_date": "",
+        "discounted_price": "",
+    },
+    "images": ["https://img.example.com/atta.jpg"],
+    "attributes": {
+        "brand": "Aashirvaad",
+        "is_veg": "yes",
+        "available_on_cod": "true",
+        "cancellable": "true",
+        "returnable": "false",
+        "return_pickup": "false",
+        "rateable": "true",
+        "return_window": "P7D",
+        "time_to_ship": "P1D",
+    },
+}
+
+
+def make_item(**changes) -> dict:
+    """A copy of GOOD_ITEM; ``pricing_info__mrp="1"`` sets a nested field, None deletes."""
+    item = copy.deepcopy(GOOD_ITEM)
+    for key, value in changes.items():
+        target, name = item, key
+        if "__" in key:
+            outer, name = key.split("__", 1)
+            target = item.setdefault(outer, {})
+        if value is _DELETE:
+            target.pop(name, None)
+        else:
+            target[name] = value
+    return item
+
+
+_DELETE = object()
+DELETE = _DELETE
+
+
+class Clock:
+    """A settable clock, so the price rule and timestamps are reproducible."""
+
+    def __init__(self, now: datetime = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def catalog(tmp_path: Path, clock: Clock) -> Catalog:
+    return Catalog(tmp_path / "lake", clock=clock)

@@ -1,0 +1,197 @@
+"""Flat records (SPEC 1, 2.1): the price rule, on_sale, tags, synonyms and the rest."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pandas as pd
+import pytest
+
+from catalog_lake import Catalog
+from catalog_lake.records import Synonyms
+from tests.conftest import DELETE, NOW, make_item
+
+DAY = timedelta(days=1)
+
+
+def discounted(start, end, price="199.00"):
+    return make_item(
+        pricing_info={
+            "mrp": "310.00",
+            "sale_price": "289.00",
+            "discounted_price": price,
+            "discount_start_date": start,
+            "discount_end_date": end,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "price", "discount_pct"),
+    [
+        ("2026-10-01", "2026-10-31", 289.0, 6.8),  # window in the past
+        ("2026-11-20", "2026-11-22", 199.0, 35.8),  # window open now
+        ("2026-12-01", "2026-12-31", 289.0, 6.8),  # window in the future
+        ("2026-11-01", "2026-11-21", 199.0, 35.8),  # a bare end date covers its whole day
+        ("2026-11-21T12:00:00Z", "", 199.0, 35.8),  # open end, started exactly now
+        ("", "2026-11-21T11:59:59Z", 289.0, 6.8),  # open start, ended a second ago
+        ("", "", 199.0, 35.8),  # a discounted price with no window applies
+    ],
+)
+def test_price_is_discounted_only_inside_the_window(catalog, start, end, price, discount_pct):
+    catalog.push({"items": [discounted(start, end)]})
+    record = catalog.records().iloc[0]
+    assert (record["price"], record["mrp"], record["on_sale"], record["discount_pct"]) == (
+        price,
+        310.0,
+        True,
+        discount_pct,
+    )
+
+
+def test_on_sale_means_price_below_mrp(catalog):
+    catalog.push(
+        {
+            "items": [
+                make_item(
+                    client_item_id="full", pricing_info={"mrp": "100.00", "sale_price": "100.00"}
+                ),
+                make_item(
+                    client_item_id="cut", pricing_info={"mrp": "100.00", "sale_price": "80.00"}
+                ),
+                make_item(
+                    client_item_id="above", pricing_info={"mrp": "100.00", "sale_price": "120.00"}
+                ),
+            ]
+        }
+    )
+    records = catalog.records().set_index("client_item_id")
+    assert records["on_sale"].to_dict() == {"full": False, "cut": True, "above": False}
+    assert records["discount_pct"].to_dict() == {"full": 0.0, "cut": 20.0, "above": 0.0}
+
+
+def test_record_is_flat_and_complete(catalog):
+    catalog.push(
+        {
+            "items": [
+                make_item(
+                    description="",
+                    short_description="<i>Atta</i>, 5 kg",
+                    images=["https://img.example.com/1.jpg", "https://img.example.com/2.jpg"],
+                    attributes__colour="Brown",
+                    attributes__size="5 kg",
+                    attributes__gender="Unisex",
+                )
+            ]
+        }
+    )
+    record = catalog.records().iloc[0]
+    assert record.to_dict() | {
+        "categories": list(record["categories"]),
+        "tags": list(record["tags"]),
+        "synonyms": list(record["synonyms"]),
+    } == {
+        "object_id": "1",
+        "client_item_id": "SKU-1",
+        "product_name": "Whole Wheat Atta 5 kg",
+        "description": "Atta, 5 kg",
+        "categories": ["GROCERY", "Staples"],
+        "price": 289.0,
+        "mrp": 310.0,
+        "on_sale": True,
+        "discount_pct": 6.8,
+        "image": "https://img.example.com/1.jpg",
+        "inventory": 120,
+        "in_stock": True,
+        "likes": 0,
+        "sales": 0,
+        "tags": [
+            "veg", "cod", "cancellable", "fast-shipping", "on-sale", "in-stock",
+            "brand:aashirvaad", "colour:brown", "gender:unisex",
+        ],
+        "synonyms": ["wheat flour", "groceries"],
+        "brand": "Aashirvaad",
+        "colour": "Brown",
+        "size": "5 kg",
+        "gender": "Unisex",
+        "lake_category": "GROCERY",
+        "variant_group_id": "ATTA",
+        "variant": "5 kg",
+        "updated_at": pd.Timestamp(NOW),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("attributes", "tags"),
+    [
+        ({"is_veg": "yes"}, ["veg", "in-stock"]),
+        ({"is_veg": "Veg"}, ["veg", "in-stock"]),
+        ({"is_veg": "no"}, ["non-veg", "in-stock"]),
+        ({"veg_nonveg_flag": "non-veg"}, ["non-veg", "in-stock"]),
+        ({"veg_nonveg_flag": "egg"}, ["egg", "in-stock"]),
+        (
+            {"available_on_cod": "yes", "returnable": "yes", "cancellable": "no"},
+            ["cod", "returnable", "in-stock"],
+        ),
+        ({"time_to_ship": "PT24H"}, ["fast-shipping", "in-stock"]),
+        ({"time_to_ship": "P2D"}, ["in-stock"]),
+        ({"brand": "Tata Sampann"}, ["in-stock", "brand:tata-sampann"]),
+        ({"colour_name": "Jet Black"}, ["in-stock", "colour:jet-black"]),
+        ({"gender": "Women"}, ["in-stock", "gender:women"]),
+    ],
+)
+def test_tags_are_computed_from_attributes(catalog, attributes, tags):
+    item = make_item(attributes=attributes, pricing_info={"mrp": "1.00", "sale_price": "1.00"})
+    catalog.push({"items": [item]})
+    assert list(catalog.records()["tags"][0]) == tags
+
+
+def test_stock_decides_in_stock_and_out_of_stock_tags(catalog):
+    catalog.push(
+        {
+            "items": [
+                make_item(client_item_id="a", inventory_info={"qty": "0"}, attributes=DELETE),
+                make_item(client_item_id="b", inventory_info={"qty": "3"}, attributes=DELETE),
+                make_item(
+                    client_item_id="c",
+                    inventory_info={"qty": "3", "is_in_stock": "0"},
+                    attributes=DELETE,
+                ),
+            ]
+        }
+    )
+    records = catalog.records().set_index("client_item_id")
+    assert records["in_stock"].to_dict() == {"a": False, "b": True, "c": False}
+    assert [list(t)[-1] for t in records["tags"]] == ["out-of-stock", "in-stock", "out-of-stock"]
+
+
+def test_synonyms_come_from_the_list_in_data(tmp_path, clock):
+    synonyms = tmp_path / "synonyms.txt"
+    synonyms.write_text("# groups\nt-shirt, tshirt, tee\nmobile, smartphone, cell phone\n")
+    catalog = Catalog(tmp_path / "lake", synonyms=synonyms, clock=clock)
+    catalog.push(
+        {
+            "items": [
+                make_item(client_item_id="a", name="Crew Neck T-Shirt", category="Tees"),
+                make_item(client_item_id="b", name="Nova Smartphone", category="Mobile phones"),
+                make_item(client_item_id="c", name="Teapot", category="Kitchen"),
+            ]
+        }
+    )
+    records = catalog.records().set_index("client_item_id")
+    assert {k: list(v) for k, v in records["synonyms"].items()} == {
+        "a": ["tshirt", "tee"],
+        "b": ["cell phone"],
+        "c": [],
+    }
+
+
+def test_synonym_file_format():
+    groups = Synonyms.load().groups
+    assert ("t-shirt", "tshirt", "tee") in groups
+    assert all(len(g) > 1 and all(t == t.lower() for t in g) for g in groups)
+
+
+def test_categories_drop_repeats(catalog):
+    catalog.push({"items": [make_item(category="grocery")]})
+    assert list(catalog.records()["categories"][0]) == ["GROCERY"]

@@ -1,0 +1,86 @@
+"""A push interrupted between table commits is finished by replay from the raw table."""
+
+from __future__ import annotations
+
+import pytest
+
+from catalog_lake import Catalog, PushError
+from catalog_lake.lake import Lake
+from tests.conftest import make_item
+
+
+class CrashingLake(Lake):
+    """A real lake whose writes to one table fail, as if the process died there."""
+
+    def __init__(self, uri, fail_on: str) -> None:
+        super().__init__(uri)
+        self.fail_on = fail_on
+
+    def _maybe_fail(self, name):
+        if name == self.fail_on:
+            raise OSError(f"simulated crash before committing {name}")
+
+    def append(self, name, data, metadata=None):
+        self._maybe_fail(name)
+        return super().append(name, data, metadata)
+
+    def upsert(self, name, data, metadata=None):
+        self._maybe_fail(name)
+        return super().upsert(name, data, metadata)
+
+
+PAYLOAD = {
+    "items": [
+        make_item(client_item_id="a"),
+        make_item(client_item_id="b", pricing_info__mrp="bad"),
+        make_item(client_item_id="c"),
+    ]
+}
+
+
+@pytest.mark.parametrize("table", ["rejects", "items", "records", "pushes"])
+def test_repair_finishes_a_push_that_died_after_raw(tmp_path, clock, table):
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.push({"items": [make_item(client_item_id="before")]})
+    catalog.lake = CrashingLake(catalog.lake.uri, fail_on=table)
+    with pytest.raises(PushError, match="catalog-lake repair") as caught:
+        catalog.push(PAYLOAD)
+    request_id = caught.value.request_id
+
+    catalog.lake = Lake(catalog.lake.uri)
+    assert catalog.interrupted() == [request_id]
+    (response,) = catalog.repair()
+
+    assert response["catalog_push_request_id"] == request_id
+    assert response["items"] == [{"a": "2"}, {"c": "3"}]
+    assert response["catalog_push_failed_product_count"] == "1"
+    assert catalog.interrupted() == []
+    assert catalog.repair() == []
+    assert catalog.records()["client_item_id"].tolist() == ["before", "a", "c"]
+    assert catalog.items()["object_id"].tolist() == [1, 2, 3]
+    assert catalog.rejects()["client_item_id"].tolist() == ["b"]
+    pushes = catalog.pushes()
+    assert len(pushes) == 2
+    assert pushes.set_index("request_id").loc[request_id, "source"] == "repair"
+
+
+def test_a_crash_before_raw_leaves_nothing_to_repair(tmp_path, clock):
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.lake = CrashingLake(catalog.lake.uri, fail_on="raw")
+    with pytest.raises(PushError, match="nothing of this push was stored"):
+        catalog.push(PAYLOAD)
+    catalog.lake = Lake(catalog.lake.uri)
+    assert catalog.interrupted() == []
+    assert catalog.records().empty
+
+
+def test_re_sending_after_repair_keeps_the_same_ids(tmp_path, clock):
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.lake = CrashingLake(catalog.lake.uri, fail_on="records")
+    with pytest.raises(PushError):
+        catalog.push(PAYLOAD)
+    catalog.lake = Lake(catalog.lake.uri)
+    catalog.repair()
+    again = catalog.push(PAYLOAD)
+    assert again["items"] == [{"a": "1"}, {"c": "2"}]
+    assert len(catalog.items()) == 2
