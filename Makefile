@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
+# The main job on the embedded defaults: a local Prefect run of the ingest flow
+# over data/feeds into ./lake, then a look at the records it wrote.
 demo: setup
-	$(BIN)/catalog-lake push --lake $(LAKE) data/feeds/*.json
+	CATALOG_LAKE_URI=$(LAKE) $(BIN)/python flows/catalog_flows.py data/feeds
 	$(BIN)/catalog-lake records --lake $(LAKE) --limit 5 --columns object_id,client_item_id,product_name,price,on_sale,tags
 
 test: setup

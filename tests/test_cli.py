@@ -102,3 +102,76 @@ def test_repair_with_nothing_to_do(run):
     run("push", str(FEEDS / "food.json"))
     result = run("repair")
     assert (result.exit_code, result.stdout) == (0, "nothing to repair\n")
+
+
+def test_ingest_prints_the_run_summary_and_skips_next_time(run):
+    first = run("ingest", str(FEEDS), "--json")
+    assert first.exit_code == 0
+    summary = json.loads(first.stdout)
+    assert summary["catalog_push_received_product_count"] == "13"
+    assert summary["files"]["failed"] == []
+    assert first.stderr.splitlines()[0] == "6 file(s) to ingest, 0 skipped"
+    second = run("ingest", str(FEEDS), "--json")
+    assert json.loads(second.stdout)["files"]["skipped"] == summary["files"]["ingested"]
+
+
+def test_ingest_exits_1_when_a_file_failed(run, tmp_path):
+    (tmp_path / "bad.json").write_text("nope")
+    result = run("ingest", str(tmp_path))
+    assert result.exit_code == 1
+    assert "| `bad.json` | invalid |" in result.stdout
+
+
+def test_ingest_of_a_missing_source_is_one_line(run):
+    result = run("ingest", "no/such/folder")
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "catalog-lake: error: source 'no/such/folder' is not a file or folder\n",
+    )
+
+
+def test_records_where_and_as_of(run):
+    run("push", str(FEEDS / "food.json"))
+    run("push", str(FEEDS / "grocery.json"))
+    veg = run(
+        "records", "--json", "--columns", "client_item_id", "--where", "array_has(tags, 'veg')"
+    )
+    assert veg.stdout.splitlines() == [
+        '{"client_item_id": "FOOD-PANEER-TIKKA"}',
+        '{"client_item_id": "GROC-ATTA-5KG"}',
+        '{"client_item_id": "GROC-DAL-1KG"}',
+    ]
+    first_version = run("records", "--json", "--columns", "client_item_id", "--as-of", "1")
+    assert len(first_version.stdout.splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("1=1; DROP TABLE records", "--where takes one SQL expression; ';' is not allowed"),
+        ("nope > 1", "query on records failed: Schema error: No field named nope."),
+    ],
+)
+def test_records_where_errors_are_one_line(run, where, message):
+    run("push", str(FEEDS / "food.json"))
+    result = run("records", "--where", where)
+    assert (result.exit_code, result.stderr) == (1, f"catalog-lake: error: {message}\n")
+
+
+def test_backfill_dry_run_metrics_and_maintain(run, tmp_path):
+    run("ingest", str(FEEDS))
+    report = json.loads(run("backfill", "--dry-run").stdout)
+    assert (report["dry_run"], report["records_unchanged"]) == (True, 9)
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("client_item_id,likes\nGROC-DAL-1KG,4\nghost,1\n")
+    applied = json.loads(run("metrics", str(metrics)).stdout)
+    assert (applied["updated"], applied["unknown_ids"]) == (1, ["ghost"])
+    maintained = run("maintain")
+    assert maintained.exit_code == 0
+    assert set(json.loads(maintained.stdout)["tables"]) >= {"raw", "items", "records"}
+
+
+def test_history_versions(run):
+    run("push", str(FEEDS / "food.json"))
+    rows = [json.loads(line) for line in run("history", "--versions", "--json").stdout.splitlines()]
+    assert {(r["table"], r["operation"]) for r in rows} >= {("raw", "WRITE"), ("items", "MERGE")}

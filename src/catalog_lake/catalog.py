@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,19 @@ from .parse import ParsedPush, parse_push, payload_from_raw
 from .records import Batch, Synonyms, derive_records, typed_items
 from .schemas import ITEMS, PUSHES, RAW, RECORDS, REJECTS
 from .summary import push_response
-from .validate import validate
+from .validate import Validation, validate
 
 Clock = Callable[[], datetime]
+
+
+@dataclass
+class Derived:
+    """What a batch of items becomes, before anything is written."""
+
+    checked: Validation
+    client_ids: pd.Series
+    items: Batch
+    records: Batch
 
 
 def _utcnow() -> datetime:
@@ -94,6 +105,33 @@ class Catalog:
             replay=False,
         )
 
+    def derive(
+        self,
+        parsed: ParsedPush,
+        *,
+        request_ids: pd.Series,
+        received_at: pd.Series,
+        price_time: datetime,
+    ) -> Derived:
+        """Validate items and derive their typed rows and records, writing nothing.
+
+        ``request_ids`` and ``received_at`` give each item's push, so several
+        pushes can be derived at once (backfills): duplicates are judged
+        within a push, and across pushes the last valid occurrence wins, as it
+        would have when the pushes were made one after another.
+        """
+        checked = validate(parsed, groups=request_ids)
+        client_ids = clean.text_of(checked.frame["client_item_id"])
+        passed = checked.passed
+        superseded = pd.Series(False, index=passed.index)
+        superseded[passed] = client_ids[passed].duplicated(keep="last")
+        keep = passed & ~superseded
+        items = self._with_ids(
+            typed_items(checked.frame[keep]), request_ids[keep], received_at[keep]
+        )
+        records = derive_records(items, price_time, self.synonyms)
+        return Derived(checked, client_ids, items, records)
+
     def _ingest(
         self,
         parsed: ParsedPush,
@@ -105,17 +143,19 @@ class Catalog:
         flow_run_id: str | None,
         replay: bool,
     ) -> dict[str, Any]:
-        checked = validate(parsed)
-        passed = checked.passed
-        errors = checked.errors
-        client_ids = clean.text_of(checked.frame["client_item_id"])
+        n = len(parsed.items)
         try:
             self.lake.ensure()
-            items = self._with_ids(typed_items(checked.frame[passed]), request_id, received_at)
-            records = derive_records(items, received_at, self.synonyms)
+            derived = self.derive(
+                parsed,
+                request_ids=pd.Series([request_id] * n),
+                received_at=pd.Series([pd.Timestamp(received_at)] * n),
+                price_time=received_at,
+            )
         except (DeltaError, OSError, LakeError) as exc:
             raise _write_failed(exc, request_id, raw_written=replay) from exc
-
+        items, records, client_ids = derived.items, derived.records, derived.client_ids
+        passed = derived.checked.passed
         stored = list(
             zip(
                 items.frame["client_item_id"].tolist(),
@@ -125,9 +165,9 @@ class Catalog:
         )
         failed = [
             {"index": index, "client_item_id": _str_or_none(client_ids[index]), "errors": errs}
-            for index, errs in errors.items()
+            for index, errs in derived.checked.errors.items()
         ]
-        response = push_response(request_id, len(parsed.items), stored, failed)
+        response = push_response(request_id, n, stored, failed)
         metadata = {"catalog_lake.request_id": request_id}
 
         # Write order, chosen so that a crash between any two commits can be
@@ -153,13 +193,12 @@ class Catalog:
             if len(items):
                 self.lake.upsert("items", items.table(ITEMS), metadata)
                 self.lake.upsert("records", records.table(RECORDS), metadata)
-            finished_at = self.clock()
             row = {
                 "request_id": [request_id],
                 "received_at": [received_at],
-                "finished_at": [finished_at],
+                "finished_at": [self.clock()],
                 "duration_ms": [(time.perf_counter() - started) * 1000.0],
-                "received": [len(parsed.items)],
+                "received": [n],
                 "success": [len(stored)],
                 "failed": [len(failed)],
                 "source": [source],
@@ -172,11 +211,11 @@ class Catalog:
             raise _write_failed(exc, request_id, raw_written=raw_written) from exc
         return response
 
-    def _with_ids(self, items: Batch, request_id: str, received_at: datetime) -> Batch:
+    def _with_ids(self, items: Batch, request_ids: pd.Series, received_at: pd.Series) -> Batch:
         """Give every item its service id: the stored one, or the next free number.
 
-        Ids come from the items table itself (its file statistics give the
-        current maximum), so an id is never handed to two client_item_ids.
+        Ids come from the items table itself (its largest id), so an id is
+        never handed to two client_item_ids.
         """
         frame = items.frame.copy()
         keys = frame["client_item_id"].astype(object)
@@ -190,20 +229,22 @@ class Catalog:
             .to_pandas()
             .set_index("client_item_id")
         )
-        aligned = known.reindex(keys.to_numpy())  # keys are unique within a push
+        aligned = known.reindex(keys.to_numpy())  # keys are unique among kept items
         object_id = pd.Series(aligned["object_id"].to_numpy(), index=frame.index).astype("Int64")
         new = object_id.isna()
         first_free = self.lake.max_value("items", "object_id") + 1
         object_id[new] = np.arange(first_free, first_free + int(new.sum()), dtype="int64")
-        received = pd.Timestamp(received_at).tz_convert("UTC")
+        received = pd.Series(
+            pd.to_datetime(received_at.to_numpy(), utc=True), index=frame.index
+        ).astype("datetime64[us, UTC]")
         first_seen = pd.Series(aligned["first_seen_at"].array, index=frame.index)
         frame["object_id"] = object_id.astype("int64")
         frame["first_seen_at"] = first_seen.astype("datetime64[us, UTC]").fillna(received)
         for metric in ("likes", "sales"):
             values = pd.Series(aligned[metric].to_numpy(), index=frame.index)
             frame[metric] = values.astype("Int64").fillna(0)
-        frame["updated_at"] = pd.Series(received, index=frame.index).astype("datetime64[us, UTC]")
-        frame["request_id"] = request_id
+        frame["updated_at"] = received
+        frame["request_id"] = request_ids.to_numpy(dtype=object)
         return Batch(frame, items.lists)
 
     @staticmethod
@@ -294,6 +335,52 @@ class Catalog:
     def items(self) -> pd.DataFrame:
         """Current validated items with every field typed, by service id."""
         return _by_id(_pandas(self.lake.read("items")), "object_id")
+
+    def query_records(
+        self,
+        where: str | None = None,
+        columns: list[str] | None = None,
+        limit: int | None = None,
+        as_of: int | str | None = None,
+    ) -> pd.DataFrame:
+        """Records matching a SQL expression, by service id; read-only.
+
+        Args:
+            where: a SQL boolean expression over record columns, e.g.
+                ``"on_sale AND price < 500"`` or ``"array_has(tags, 'veg')"``.
+            columns: the columns to return (all by default).
+            limit: at most this many rows.
+            as_of: a table version number or an ISO timestamp (time travel).
+        """
+        table = self.lake.select(
+            "records",
+            columns=columns,
+            where=where,
+            order_by='CAST("object_id" AS BIGINT)',
+            limit=limit,
+            as_of=as_of,
+        )
+        return _pandas(table)
+
+    def history(self, limit: int = 20) -> pd.DataFrame:
+        """Table versions, newest first: table, version, time, operation, metrics."""
+        rows = []
+        for name in ("raw", "items", "records", "rejects", "pushes", "files", "runs"):
+            for commit in self.lake.history(name, limit):
+                rows.append(
+                    {
+                        "table": name,
+                        "version": commit.get("version"),
+                        "timestamp": pd.Timestamp(commit.get("timestamp", 0), unit="ms", tz="UTC"),
+                        "operation": commit.get("operation"),
+                        "request_id": commit.get("catalog_lake.request_id"),
+                        "metrics": json.dumps(commit.get("operationMetrics", {}), default=str),
+                    }
+                )
+        frame = pd.DataFrame(
+            rows, columns=["table", "version", "timestamp", "operation", "request_id", "metrics"]
+        )
+        return frame.sort_values(["timestamp", "table"], ascending=False, ignore_index=True)
 
     def rejects(self) -> pd.DataFrame:
         """Every rejected item with its request id, index and errors."""

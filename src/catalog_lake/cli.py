@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -140,29 +141,27 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _columns(frame: pd.DataFrame, columns: str | None) -> pd.DataFrame:
-    if not columns:
-        return frame
-    wanted = [c.strip() for c in columns.split(",") if c.strip()]
-    unknown = [c for c in wanted if c not in frame.columns]
-    if unknown:
-        raise fail(f"unknown column(s) {', '.join(unknown)}; known: {', '.join(frame.columns)}", 2)
-    return frame[wanted]
-
-
 @app.command()
 def records(
     lake: LakeOption = None,
+    where: Annotated[
+        str | None,
+        typer.Option(help='SQL condition, e.g. "on_sale AND price < 500" (read-only).'),
+    ] = None,
     columns: Annotated[str | None, typer.Option(help="Comma-separated columns to show.")] = None,
     limit: Annotated[int, typer.Option(min=0, help="At most this many records.")] = 20,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the current flat search records, by service id."""
+    """Show flat search records, by service id."""
+    wanted = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     try:
-        frame = _catalog(lake).records()
+        frame = _catalog(lake).query_records(where, wanted, limit, as_of)
     except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
-    _show(_columns(frame, columns).head(limit), as_json, f"records ({len(frame)} in the lake)")
+        raise fail(str(exc), 2 if "unknown column" in str(exc) else 1) from None
+    _show(frame, as_json, f"records ({len(frame)} shown)")
 
 
 @app.command()
@@ -200,11 +199,19 @@ def rejects(
 @app.command()
 def history(
     lake: LakeOption = None,
-    limit: Annotated[int, typer.Option(min=0)] = 20,
+    limit: Annotated[int, typer.Option(min=0, help="Rows of each kind to show.")] = 20,
+    versions: Annotated[
+        bool, typer.Option("--versions", help="Show table versions instead of pushes.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the latest pushes with their counts, newest first."""
-    frame = _catalog(lake).pushes()
+    """Show the latest pushes (or, with --versions, table versions), newest first."""
+    catalog = _catalog(lake)
+    if versions:
+        frame = catalog.history(limit)
+        _show(frame.drop(columns=["metrics"]) if not as_json else frame, as_json, "table versions")
+        return
+    frame = catalog.pushes()
     columns = [
         "request_id",
         "received_at",
@@ -215,7 +222,159 @@ def history(
         "source",
     ]
     view = frame[columns].sort_values("received_at", ascending=False).head(limit)
+    view = view.assign(duration_ms=view["duration_ms"].round(1))
     _show(view, as_json, f"pushes ({len(frame)})")
+
+
+@app.command()
+def ingest(
+    source: Annotated[str, typer.Argument(help="Folder (or file) of feeds: .json, .jsonl, .gz.")],
+    lake: LakeOption = None,
+    pattern: Annotated[str, typer.Option(help="Glob under SOURCE.")] = "**/*",
+    batch_size: Annotated[int, typer.Option(min=1, help="Items per push.")] = 1_000,
+    force: Annotated[bool, typer.Option(help="Ingest files already ingested unchanged.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
+    from .feeds import ingest as run_ingest
+    from .summary import summary_markdown
+
+    catalog = _catalog(lake)
+    try:
+        with _progress() as progress:
+            summary = run_ingest(catalog, source, pattern, batch_size, force, progress=progress)
+    except CatalogLakeError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print(json.dumps(summary, ensure_ascii=False, default=str))
+    else:
+        out.print(summary_markdown(summary), markup=False, highlight=False)
+    if summary["files"]["failed"]:
+        raise typer.Exit(1)
+
+
+class _progress:
+    """Progress for long commands: a rich bar on a terminal, plain lines otherwise."""
+
+    def __enter__(self):
+        self.bar = None
+        if sys.stderr.isatty():
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[items]} items, {task.fields[rate]} items/s"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+            )
+            self.bar.start()
+        self.task = None
+        self.items = 0
+        self.started = time.perf_counter()
+        return self
+
+    def __call__(self, event: str, **info: Any) -> None:
+        if event == "batch":
+            self.items += info["items"]
+        rate = f"{self.items / max(time.perf_counter() - self.started, 1e-9):,.0f}"
+        if self.bar is None:
+            if event == "plan":
+                print(
+                    f"{info['files']} file(s) to ingest, {info['skipped']} skipped", file=sys.stderr
+                )
+            elif event == "file":
+                print(
+                    f"{info['file']}: {info['status']}, {info['items']} items ({rate} items/s)",
+                    file=sys.stderr,
+                )
+            return
+        if event == "plan":
+            self.task = self.bar.add_task("files", total=info["files"], items=0, rate="0")
+        elif self.task is not None:
+            self.bar.update(
+                self.task, advance=1 if event == "file" else 0, items=self.items, rate=rate
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@app.command()
+def backfill(
+    lake: LakeOption = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only pushes received at or after (ISO).")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="Only pushes received before (ISO).")] = None,
+    request_id: Annotated[
+        list[str] | None, typer.Option("--request-id", help="Only these pushes (repeatable).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report, write nothing.")] = False,
+) -> None:
+    """Re-derive items and records from the raw table with today's rules."""
+    from .backfill import backfill as run_backfill
+
+    try:
+        report = run_backfill(
+            _catalog(lake),
+            since=_when(since),
+            until=_when(until),
+            request_ids=request_id or None,
+            dry_run=dry_run,
+        )
+    except CatalogLakeError as exc:
+        raise fail(str(exc)) from None
+    _print_json(report)
+
+
+def _when(value: str | None):
+    if value is None:
+        return None
+    try:
+        return pd.Timestamp(value).to_pydatetime()
+    except ValueError:
+        raise fail(f"not an ISO date or date-time: {value!r}", 2) from None
+
+
+@app.command()
+def metrics(
+    file: Annotated[Path, typer.Argument(help="CSV or Parquet with client_item_id, likes, sales.")],
+    lake: LakeOption = None,
+) -> None:
+    """Update likes and sales of known items; unknown ids are reported, not created."""
+    from .metrics import apply_metrics
+
+    try:
+        report = apply_metrics(_catalog(lake), file)
+    except CatalogLakeError as exc:
+        raise fail(str(exc)) from None
+    _print_json(report)
+
+
+@app.command()
+def maintain(
+    lake: LakeOption = None,
+    retention_hours: Annotated[
+        int, typer.Option(min=0, help="Vacuum keeps files this long.")
+    ] = 168,
+) -> None:
+    """Re-price records whose discount window opened or closed, compact and vacuum."""
+    from .maintain import maintain as run_maintain
+
+    try:
+        report = run_maintain(_catalog(lake), retention_hours=retention_hours)
+    except CatalogLakeError as exc:
+        raise fail(str(exc)) from None
+    _print_json(report)
 
 
 @app.command()

@@ -133,6 +133,59 @@ class Lake:
             return _conform(result, TABLES[name])
         return result
 
+    def select(
+        self,
+        name: str,
+        *,
+        columns: list[str] | None = None,
+        where: str | None = None,
+        order_by: str | None = None,
+        limit: int | None = None,
+        as_of: int | str | None = None,
+    ) -> pa.Table:
+        """Read-only SQL over one table, optionally as it was at a version or time.
+
+        ``where`` is a SQL boolean expression placed inside a SELECT that we
+        build; DataFusion runs a single statement only, so it cannot become a
+        COPY, INSERT or DDL. It still reads whatever the table holds, so
+        treat it as read access to the table.
+        """
+        schema = TABLES[name]
+        columns = columns or schema.names
+        unknown = [c for c in columns if c not in schema.names]
+        if unknown:
+            raise LakeError(
+                f"unknown column(s) {', '.join(unknown)}; known: {', '.join(schema.names)}"
+            )
+        if where is not None and ";" in where:
+            raise LakeError("--where takes one SQL expression; ';' is not allowed")
+        table = self.table(name)
+        if table is None:
+            return schema.empty_table().select(columns)
+        if as_of is not None:
+            try:
+                table.load_as_version(int(as_of) if str(as_of).isdigit() else str(as_of))
+            except (DeltaError, ValueError) as exc:
+                raise LakeError(f"cannot read {name} as of {as_of!r}: {exc}") from None
+        sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in columns)} FROM "{name}"'
+        if where:
+            sql += f"\nWHERE (\n{where}\n)"
+        if order_by:
+            sql += f"\nORDER BY {order_by}"
+        if limit is not None:
+            sql += f"\nLIMIT {int(limit)}"
+        try:
+            reader = QueryBuilder().register(name, table).execute(sql)
+            result = pa.RecordBatchReader.from_stream(reader).read_all()
+        except Exception as exc:  # DataFusion reports SQL errors as plain exceptions
+            raise LakeError(f"query on {name} failed: {str(exc).splitlines()[0]}") from None
+        return _conform(result, schema, columns)
+
+    def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The latest commits of a table: version, time, operation, metrics."""
+        table = self.table(name)
+        return [] if table is None else table.history(limit)
+
     def lookup(self, name: str, key: str, values: list[str], columns: list[str]) -> pa.Table:
         """Rows whose ``key`` is one of ``values``.
 

@@ -55,10 +55,18 @@ def typed_items(frame: pd.DataFrame) -> Batch:
     n = len(frame)
     out: dict[str, pd.Series] = {}
     lists: dict[str, pa.Array] = {}
-    absent = pd.Series(None, index=frame.index, dtype=object)
     for spec in FIELDS:
-        values = frame[spec.source] if spec.source in frame.columns else absent
         rule = spec.rule
+        if spec.source not in frame.columns:
+            # Nothing sent for this field in the whole push: typed nulls, no work.
+            if rule in ("urls", "list"):
+                lists[spec.column] = clean.list_array(pd.Series([], dtype=object), n)
+            else:
+                out[spec.column] = _nulls(rule, n)
+                if rule == "duration":
+                    out[f"{spec.column}_seconds"] = _nulls("count", n)
+            continue
+        values = frame[spec.source]
         if rule in ("key", "id", "text"):
             out[spec.column] = clean.text_of(values).astype(object)
         elif rule == "count":
@@ -80,6 +88,13 @@ def typed_items(frame: pd.DataFrame) -> Batch:
     out["extra_attributes"] = _extras(frame, _is_extra_attribute, "attributes.")
     out["extra_fields"] = _extras(frame, _is_extra_field, "")
     return Batch(pd.DataFrame(out, index=frame.index), lists)
+
+
+_NULL_DTYPES = {"count": "Int64", "flag": "boolean", "date": "datetime64[us, UTC]"}
+
+
+def _nulls(rule: str, n: int) -> pd.Series:
+    return pd.Series([None] * n, dtype=_NULL_DTYPES.get(rule, object))
 
 
 def _is_extra_attribute(column: str) -> bool:

@@ -319,12 +319,41 @@ PUSHES = pa_.schema(
     ]
 )
 
+FILES = pa_.schema(
+    [
+        pa_.field("source", pa_.string(), nullable=False),
+        pa_.field("path", pa_.string(), nullable=False),
+        pa_.field("checksum", pa_.string(), nullable=False),
+        pa_.field("size", pa_.int64(), nullable=False),
+        pa_.field("status", pa_.string(), nullable=False),  # ingested | invalid | error
+        pa_.field("error", pa_.string()),
+        pa_.field("items", pa_.int64()),
+        pa_.field("request_ids", STR_LIST),
+        pa_.field("run_id", pa_.string(), nullable=False),
+        pa_.field("flow_run_id", pa_.string()),
+        pa_.field("seen_at", TS, nullable=False),
+    ]
+)
+
+RUNS = pa_.schema(
+    [
+        pa_.field("run_id", pa_.string(), nullable=False),
+        pa_.field("kind", pa_.string(), nullable=False),  # ingest | backfill | metrics | maintain
+        pa_.field("started_at", TS, nullable=False),
+        pa_.field("finished_at", TS, nullable=False),
+        pa_.field("flow_run_id", pa_.string()),
+        pa_.field("summary_json", pa_.string(), nullable=False),
+    ]
+)
+
 TABLES: dict[str, pa_.Schema] = {
     "raw": RAW,
     "items": ITEMS,
     "records": RECORDS,
     "rejects": REJECTS,
     "pushes": PUSHES,
+    "files": FILES,
+    "runs": RUNS,
 }
 #: Partition columns per table; raw grows forever, so it is split by day.
 PARTITIONS: dict[str, list[str]] = {"raw": ["received_date"]}

@@ -48,3 +48,84 @@ def failure_codes(response: dict[str, Any]) -> Counter[str]:
     return Counter(
         error["code"] for item in response.get(FAILED_ITEMS_KEY, []) for error in item["errors"]
     )
+
+
+def run_summary(
+    run_id: str,
+    results: list[Any],
+    skipped: list[Any],
+    *,
+    duration_s: float,
+    flow_run_id: str | None = None,
+    top: int = 10,
+) -> dict[str, Any]:
+    """The summary of an ingest run, itself a push response.
+
+    The SPEC 2.7 keys come first, totalled over every batch of the run (the
+    request id is the run's id), so anything that reads a push response can
+    read a run. ``results`` are per-file outcomes with ``feed``, ``status``,
+    ``error`` and ``responses``; ``skipped`` are the files left alone.
+    """
+    responses = [(r.feed.path, response) for r in results for response in r.responses]
+    stored = [
+        (client_id, service_id)
+        for _, response in responses
+        for entry in response["items"]
+        for client_id, service_id in entry.items()
+    ]
+    failed = [
+        {**item, "file": path, "request_id": response["catalog_push_request_id"]}
+        for path, response in responses
+        for item in response[FAILED_ITEMS_KEY]
+    ]
+    received = sum(int(r["catalog_push_received_product_count"]) for _, r in responses)
+    summary = push_response(run_id, received, stored, failed)
+    codes = Counter()
+    for _, response in responses:
+        codes.update(failure_codes(response))
+    summary.update(
+        {
+            "totals": {"received": received, "success": len(stored), "failed": len(failed)},
+            "top_failure_codes": [{"code": c, "count": n} for c, n in codes.most_common(top)],
+            "files": {
+                "ingested": [r.feed.path for r in results if r.status == "ingested"],
+                "skipped": [f.path for f in skipped],
+                "failed": [
+                    {"path": r.feed.path, "status": r.status, "error": r.error}
+                    for r in results
+                    if r.status != "ingested"
+                ],
+            },
+            "batches": [{"file": path, **response} for path, response in responses],
+            "duration_s": round(duration_s, 3),
+            "items_per_second": round(received / duration_s, 1) if duration_s > 0 else None,
+            "flow_run_id": flow_run_id,
+        }
+    )
+    return summary
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """A short human report of a run, for Prefect artifacts and terminals."""
+    totals = summary["totals"]
+    files = summary["files"]
+    lines = [
+        f"# Ingest run `{summary['catalog_push_request_id']}`",
+        "",
+        "| received | stored | failed | files ingested | files skipped | files failed "
+        "| seconds | items/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {totals['received']} | {totals['success']} | {totals['failed']} | "
+        f"{len(files['ingested'])} | {len(files['skipped'])} | {len(files['failed'])} | "
+        f"{summary['duration_s']} | {summary['items_per_second'] or '-'} |",
+    ]
+    if summary["top_failure_codes"]:
+        lines += ["", "## Top failure codes", "", "| code | count |", "|---|---:|"]
+        lines += [f"| `{c['code']}` | {c['count']} |" for c in summary["top_failure_codes"]]
+    if files["failed"]:
+        lines += ["", "## Files that failed", "", "| file | status | error |", "|---|---|---|"]
+        lines += [
+            f"| `{f['path']}` | {f['status']} | {str(f['error']).replace('|', '/')} |"
+            for f in files["failed"]
+        ]
+    return "\n".join(lines) + "\n"

@@ -49,8 +49,12 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def validate(parsed: ParsedPush) -> Validation:
-    """Validate a parsed push; never raises for bad items, only reports them."""
+def validate(parsed: ParsedPush, groups: pd.Series | None = None) -> Validation:
+    """Validate a parsed push; never raises for bad items, only reports them.
+
+    ``groups`` names the push of each item when several pushes are validated
+    together (a backfill): ``duplicate_in_push`` applies within a push only.
+    """
     frame = prepare(parsed.frame)
     errors: dict[int, list[dict[str, Any]]] = {k: list(v) for k, v in parsed.errors.items()}
     schema = item_schema(frozenset(frame.columns))
@@ -59,7 +63,7 @@ def validate(parsed: ParsedPush) -> Validation:
     except pa.errors.SchemaErrors as exc:
         for index, error in _failure_errors(exc.failure_cases, frame):
             errors.setdefault(index, []).append(error)
-    for index, error in _duplicate_errors(frame):
+    for index, error in _duplicate_errors(frame, groups):
         errors.setdefault(index, []).append(error)
     errors = {i: errors[i] for i in sorted(errors)}
     return Validation(frame=frame, errors=errors)
@@ -84,9 +88,10 @@ def _failure_errors(cases: pd.DataFrame, frame: pd.DataFrame):
         yield index, item_error(field, code, _message(code, field, value), _jsonable(value))
 
 
-def _duplicate_errors(frame: pd.DataFrame):
+def _duplicate_errors(frame: pd.DataFrame, groups: pd.Series | None):
     ids = clean.text_of(frame["client_item_id"])
-    earlier = ids.notna() & ids.duplicated(keep="last")
+    keys = pd.DataFrame({"group": 0 if groups is None else groups.to_numpy(), "id": ids})
+    earlier = ids.notna() & keys.duplicated(keep="last")
     for index in frame.index[earlier]:
         value = ids[index]
         yield (

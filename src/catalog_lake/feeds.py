@@ -1,0 +1,311 @@
+"""Feed files in, batched pushes out: the ingest run shared by the CLI and the flows.
+
+A run discovers feed files under a source folder, skips those already
+ingested with the same content, pushes each remaining file in batches, and
+records every file (path, checksum, outcome) in the lake's ``files`` table so
+the next scheduled run knows what it has seen.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from . import settings
+from .catalog import Catalog
+from .errors import CatalogLakeError, PushError
+from .parse import decode_payload
+from .schemas import FILES, RUNS
+from .summary import run_summary
+
+#: File endings a feed may have; each may also end in .gz.
+FEED_SUFFIXES = (".json", ".jsonl", ".ndjson")
+DEFAULT_PATTERN = "**/*"
+DEFAULT_BATCH_SIZE = 1_000
+
+Progress = Callable[..., None]
+
+
+def _quiet(event: str, **info: Any) -> None:
+    """The default progress callback: say nothing."""
+
+
+@dataclass(frozen=True)
+class FeedFile:
+    """One feed file found under a source folder."""
+
+    source: str  # the source folder, resolved
+    path: str  # relative to the source, with forward slashes
+    checksum: str  # sha256 of the file's bytes
+    size: int
+
+    @property
+    def absolute(self) -> Path:
+        """Where the file is on disk."""
+        return Path(self.source) / self.path
+
+
+@dataclass
+class FileResult:
+    """What happened to one file: its pushes, or why it failed."""
+
+    feed: FeedFile
+    status: str  # ingested | invalid | error
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def items(self) -> int:
+        """Items received from this file."""
+        return sum(int(r["catalog_push_received_product_count"]) for r in self.responses)
+
+
+@dataclass
+class Plan:
+    """The files of a run: those to ingest and those skipped as already seen."""
+
+    run_id: str
+    source: str
+    to_ingest: list[FeedFile]
+    skipped: list[FeedFile]
+    refused: list[FileResult]
+
+
+def discover(
+    source: str | Path, pattern: str = DEFAULT_PATTERN
+) -> tuple[list[FeedFile], list[FileResult]]:
+    """Feed files under ``source`` matching ``pattern``, and the matches refused.
+
+    A match whose real location is outside the source folder (through ``..``
+    in the pattern or a symlink) is refused, never read.
+    """
+    root = Path(source).expanduser().resolve()
+    if root.is_file():
+        candidates, root = [root], root.parent
+    elif root.is_dir():
+        if Path(pattern).is_absolute():
+            raise CatalogLakeError(f"pattern {pattern!r} must be relative to the source folder")
+        candidates = sorted(p for p in root.glob(pattern) if p.is_file() or p.is_symlink())
+    else:
+        raise CatalogLakeError(f"source {str(source)!r} is not a file or folder")
+    found, refused = [], []
+    for candidate in candidates:
+        if not _is_feed(candidate.name):
+            continue
+        relative = (
+            candidate.relative_to(root).as_posix()
+            if candidate.is_relative_to(root)
+            else str(candidate)
+        )
+        real = candidate.resolve()
+        if not real.is_relative_to(root) or not real.is_file():
+            outside = FeedFile(str(root), relative, "", 0)
+            refused.append(
+                FileResult(outside, "invalid", error="resolves outside the source folder")
+            )
+            continue
+        data = real.read_bytes()
+        found.append(FeedFile(str(root), relative, hashlib.sha256(data).hexdigest(), len(data)))
+    return found, refused
+
+
+def _is_feed(name: str) -> bool:
+    name = name.lower().removesuffix(".gz")
+    return name.endswith(FEED_SUFFIXES)
+
+
+def plan(
+    catalog: Catalog, source: str | Path, pattern: str = DEFAULT_PATTERN, force: bool = False
+) -> Plan:
+    """Discover feeds and decide which to ingest.
+
+    A file is skipped when the lake already holds the same path with the
+    same checksum as ``ingested`` or ``invalid`` (a parse failure that would
+    only repeat). Files that failed on a lake error are tried again.
+    """
+    feeds, refused = discover(source, pattern)
+    root = str(Path(source).expanduser().resolve())
+    if Path(root).is_file():
+        root = str(Path(root).parent)
+    seen = _seen(catalog, root)
+    to_ingest, skipped = [], []
+    for feed in feeds:
+        if not force and (feed.path, feed.checksum) in seen:
+            skipped.append(feed)
+        else:
+            to_ingest.append(feed)
+    return Plan(str(uuid.uuid4()), root, to_ingest, skipped, refused)
+
+
+def _seen(catalog: Catalog, root: str) -> set[tuple[str, str]]:
+    files = catalog.lake.read("files").to_pandas()
+    files = files[(files["source"] == root) & files["status"].isin(["ingested", "invalid"])]
+    return set(zip(files["path"], files["checksum"], strict=True))
+
+
+def read_items(feed: FeedFile) -> list[dict[str, Any]]:
+    """All items of a feed file, parsed with the push's own JSON rules.
+
+    A product-object file (``{"items": [...]}``) and JSON Lines (one item per
+    line) are both accepted, gzipped or not. Anything unreadable raises
+    ``PushError`` naming the file's problem, and nothing of the file is pushed.
+    """
+    data = feed.absolute.read_bytes()
+    if feed.path.lower().endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise PushError("invalid_json", f"not a readable gzip file: {exc}") from None
+    name = feed.path.lower().removesuffix(".gz")
+    if name.endswith((".jsonl", ".ndjson")):
+        return list(_json_lines(data))
+    payload = decode_payload(data)
+    if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):
+        raise PushError(
+            "invalid_payload", "a .json feed must be a product object with an 'items' list"
+        )
+    return payload["items"]
+
+
+def _json_lines(data: bytes) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = decode_payload(line)
+        except PushError as exc:
+            raise PushError(exc.reason, f"line {number}: {exc.detail}") from None
+        if not isinstance(item, dict):
+            raise PushError("invalid_payload", f"line {number}: an item must be a JSON object")
+        yield item
+
+
+def batches(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    """Consecutive slices of at most ``size`` items (bounded by the push limit)."""
+    size = max(1, min(size, settings.MAX_ITEMS_PER_PUSH))
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def ingest_file(
+    catalog: Catalog,
+    feed: FeedFile,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    flow_run_id: str | None = None,
+    progress: Progress = _quiet,
+) -> FileResult:
+    """Push one feed file in batches. Never raises for a bad file: it reports it.
+
+    Lake failures (``lake_write_failed``) are raised, so a caller with
+    retries can try the file again; each batch is an upsert, so re-pushing a
+    half-done file stores every item once with the same id.
+    """
+    try:
+        items = read_items(feed)
+    except (PushError, OSError) as exc:
+        return FileResult(feed, "invalid", error=str(exc))
+    result = FileResult(feed, "ingested")
+    for batch in batches(items, batch_size):
+        try:
+            response = catalog.push({"items": batch}, source=feed.path, flow_run_id=flow_run_id)
+        except PushError as exc:
+            if exc.reason == "lake_write_failed":
+                raise
+            return FileResult(feed, "invalid", result.responses, error=str(exc))
+        result.responses.append(response)
+        progress("batch", file=feed.path, items=len(batch))
+    return result
+
+
+def record_files(
+    catalog: Catalog, plan_: Plan, results: list[FileResult], flow_run_id: str | None
+) -> None:
+    """Write one ``files`` row per file handled, so the next run can skip it."""
+    if not results:
+        return
+    now = catalog.clock()
+    rows = {
+        "source": [plan_.source] * len(results),
+        "path": [r.feed.path for r in results],
+        "checksum": [r.feed.checksum for r in results],
+        "size": [r.feed.size for r in results],
+        "status": [r.status for r in results],
+        "error": [r.error for r in results],
+        "items": [r.items for r in results],
+        "request_ids": [[x["catalog_push_request_id"] for x in r.responses] for r in results],
+        "run_id": [plan_.run_id] * len(results),
+        "flow_run_id": [flow_run_id] * len(results),
+        "seen_at": [now] * len(results),
+    }
+    catalog.lake.ensure()
+    catalog.lake.append(
+        "files", pa.table(rows, schema=FILES), {"catalog_lake.run_id": plan_.run_id}
+    )
+
+
+def record_run(
+    catalog: Catalog, kind: str, run_id: str, started_at, summary: dict, flow_run_id: str | None
+) -> None:
+    """Keep a run's summary in the ``runs`` table (one row per run)."""
+    row = {
+        "run_id": [run_id],
+        "kind": [kind],
+        "started_at": [started_at],
+        "finished_at": [catalog.clock()],
+        "flow_run_id": [flow_run_id],
+        "summary_json": [json.dumps(summary, ensure_ascii=False, default=str)],
+    }
+    catalog.lake.ensure()
+    catalog.lake.append("runs", pa.table(row, schema=RUNS), {"catalog_lake.run_id": run_id})
+
+
+def ingest(
+    catalog: Catalog,
+    source: str | Path,
+    pattern: str = DEFAULT_PATTERN,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    force: bool = False,
+    flow_run_id: str | None = None,
+    progress: Progress = _quiet,
+) -> dict[str, Any]:
+    """Ingest every new or changed feed file under ``source``; return the run summary."""
+    started, started_at = time.perf_counter(), catalog.clock()
+    catalog.lake.ensure()
+    plan_ = plan(catalog, source, pattern, force)
+    progress("plan", files=len(plan_.to_ingest), skipped=len(plan_.skipped))
+    results = list(plan_.refused)
+    for feed in plan_.to_ingest:
+        try:
+            result = ingest_file(catalog, feed, batch_size, flow_run_id, progress)
+        except PushError as exc:
+            result = FileResult(feed, "error", error=str(exc))
+        results.append(result)
+        progress("file", file=feed.path, status=result.status, items=result.items)
+    record_files(catalog, plan_, results, flow_run_id)
+    summary = run_summary(
+        plan_.run_id,
+        results,
+        plan_.skipped,
+        duration_s=time.perf_counter() - started,
+        flow_run_id=flow_run_id,
+    )
+    record_run(catalog, "ingest", plan_.run_id, started_at, summary, flow_run_id)
+    return summary
+
+
+def runs(catalog: Catalog, kind: str | None = None) -> pd.DataFrame:
+    """Past runs with their summaries, newest first."""
+    frame = catalog.lake.read("runs").to_pandas()
+    if kind:
+        frame = frame[frame["kind"] == kind]
+    return frame.sort_values("started_at", ascending=False, ignore_index=True)

@@ -1,0 +1,103 @@
+"""Nightly upkeep: re-price records whose discount window opened or closed, compact, vacuum.
+
+Vacuum keeps files for ``retention_hours`` (7 days by default, Delta's own
+default) so that a reader or writer that started before the vacuum never
+loses a file it still needs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from .backfill import _ts
+from .catalog import Catalog
+from .records import Batch, derive_records
+from .schemas import ITEMS, RECORDS, STR_LIST, TABLES
+
+DEFAULT_RETENTION_HOURS = 7 * 24
+
+
+def last_maintenance(catalog: Catalog) -> datetime | None:
+    """When the last maintain run started, from the runs table."""
+    runs = catalog.lake.read(
+        "runs", "SELECT max(started_at) AS t FROM \"runs\" WHERE kind = 'maintain'"
+    )
+    value = runs["t"][0].as_py() if runs.num_rows else None
+    return value
+
+
+def reprice(catalog: Catalog, since: datetime | None, now: datetime) -> int:
+    """Re-derive records whose discount window opened or closed in (since, now]."""
+    since_sql = _ts(since) if since is not None else "TIMESTAMP '1970-01-01T00:00:00Z'"
+    now_sql = _ts(now)
+    crossed = (
+        f"((discount_start_date > {since_sql} AND discount_start_date <= {now_sql}) OR "
+        f"(discount_end_date > {since_sql} AND discount_end_date <= {now_sql}))"
+    )
+    rows = catalog.lake.read(
+        "items", f'SELECT * FROM "items" WHERE discounted_price IS NOT NULL AND {crossed}'
+    )
+    if rows.num_rows == 0:
+        return 0
+    rows = rows.cast(ITEMS)
+    lists = {f.name: rows[f.name].combine_chunks() for f in ITEMS if f.type == STR_LIST}
+    frame = rows.drop_columns(list(lists)).to_pandas(
+        types_mapper=lambda t: pd.Int64Dtype() if pa.types.is_integer(t) else None
+    )
+    for column in ("mrp", "sale_price", "discounted_price"):
+        frame[column] = frame[column].map(lambda v: None if v is None else str(v))
+    records = derive_records(Batch(frame, lists), now, catalog.synonyms)
+    catalog.lake.upsert("records", records.table(RECORDS), {"catalog_lake.operation": "reprice"})
+    return rows.num_rows
+
+
+def maintain(
+    catalog: Catalog,
+    *,
+    retention_hours: int = DEFAULT_RETENTION_HOURS,
+    compact: bool = True,
+    vacuum: bool = True,
+) -> dict[str, Any]:
+    """Re-price, compact and vacuum every table; return what was done."""
+    started, started_at = time.perf_counter(), catalog.clock()
+    catalog.lake.ensure()
+    since = last_maintenance(catalog)
+    report: dict[str, Any] = {
+        "since": since.isoformat() if since else None,
+        "repriced": reprice(catalog, since, started_at),
+        "retention_hours": retention_hours,
+        "tables": {},
+    }
+    for name in TABLES:
+        table = catalog.lake.table(name)
+        if table is None:
+            continue
+        done: dict[str, Any] = {}
+        if compact:
+            metrics = table.optimize.compact()
+            done["files_added"] = metrics.get("numFilesAdded", 0)
+            done["files_removed"] = metrics.get("numFilesRemoved", 0)
+        if vacuum:
+            removed = table.vacuum(
+                retention_hours=retention_hours,
+                dry_run=False,
+                enforce_retention_duration=False,
+            )
+            done["files_vacuumed"] = len(removed)
+        report["tables"][name] = done
+    report["duration_s"] = round(time.perf_counter() - started, 3)
+    from .feeds import record_run
+
+    record_run(catalog, "maintain", f"maintain-{started_at.isoformat()}", started_at, report, None)
+    return report
+
+
+def report_json(report: dict[str, Any]) -> str:
+    """The maintain report as JSON text."""
+    return json.dumps(report, indent=2, default=str)

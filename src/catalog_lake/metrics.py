@@ -1,0 +1,117 @@
+"""Business metrics (likes, sales) from a CSV or Parquet file onto items and records.
+
+Only ``likes`` and ``sales`` change, and only for ids the lake knows: an
+unknown ``client_item_id`` is reported, never invented.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pandera.pandas as pa
+import pyarrow as pa_
+from deltalake.exceptions import CommitFailedError
+
+from .catalog import Catalog
+from .errors import CatalogLakeError
+
+METRICS_SCHEMA = pa.DataFrameSchema(
+    {
+        "client_item_id": pa.Column(str, nullable=False, checks=pa.Check.str_length(min_value=1)),
+        "likes": pa.Column("Int64", nullable=True, checks=pa.Check.ge(0), required=False),
+        "sales": pa.Column("Int64", nullable=True, checks=pa.Check.ge(0), required=False),
+    },
+    strict="filter",
+    coerce=True,
+)
+
+
+def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Read and validate a metrics file; return good rows and one entry per bad row."""
+    path = Path(path)
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path, dtype={"client_item_id": str})
+    except (OSError, ValueError) as exc:
+        raise CatalogLakeError(f"cannot read metrics file {path}: {exc}") from None
+    if "client_item_id" not in frame.columns or not {"likes", "sales"} & set(frame.columns):
+        raise CatalogLakeError(
+            f"{path} needs a client_item_id column and at least one of likes, sales; "
+            f"it has {', '.join(map(str, frame.columns))}"
+        )
+    frame = frame.reset_index(drop=True)
+    frame["client_item_id"] = frame["client_item_id"].astype(object).str.strip()
+    bad: dict[int, list[str]] = {}
+    for column in ("likes", "sales"):
+        if column in frame.columns:
+            given = frame[column].notna()
+            numbers = pd.to_numeric(frame[column], errors="coerce")
+            whole = numbers.notna() & (numbers == numbers.round())
+            for index in frame.index[given & ~whole]:
+                bad.setdefault(int(index), []).append(
+                    f"{column}: not a whole number ({frame.at[index, column]!r})"
+                )
+            frame[column] = numbers.where(given & whole, None)
+    try:
+        METRICS_SCHEMA.validate(frame, lazy=True)
+    except pa.errors.SchemaErrors as exc:
+        for case in exc.failure_cases.dropna(subset=["index"]).itertuples(index=False):
+            bad.setdefault(int(case.index), []).append(
+                f"{case.column}: {case.check} ({case.failure_case})"
+            )
+    frame = METRICS_SCHEMA.validate(frame.drop(index=list(bad)), lazy=False)
+    # Rows are numbered as a spreadsheet shows them: the header is row 1.
+    invalid = [{"row": i + 2, "errors": errs} for i, errs in sorted(bad.items())]
+    return frame, invalid
+
+
+def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
+    """Update likes and sales of known items from ``path``; report the rest."""
+    frame, invalid = load_metrics(path)
+    rows = len(frame) + len(invalid)
+    frame = frame.drop_duplicates("client_item_id", keep="last")
+    keys = frame["client_item_id"].tolist()
+    found = catalog.lake.lookup("items", "client_item_id", keys, ["client_item_id"])
+    known = set(found["client_item_id"].to_pylist())
+    unknown = [k for k in keys if k not in known]
+    frame = frame[frame["client_item_id"].isin(known)]
+    updated = 0
+    if len(frame):
+        columns = [c for c in ("likes", "sales") if c in frame.columns]
+        source = pa_.table(
+            {"client_item_id": pa_.array(frame["client_item_id"], pa_.string())}
+            | {c: pa_.array(frame[c], pa_.int64(), from_pandas=True) for c in columns}
+        )
+        updates = {c: f"coalesce(s.{c}, t.{c})" for c in columns}
+        for table in ("items", "records"):
+            _merge_metrics(catalog, table, source, updates)
+        updated = len(frame)
+    return {
+        "file": str(path),
+        "rows": rows,
+        "updated": updated,
+        "unknown_ids": unknown,
+        "invalid_rows": invalid,
+    }
+
+
+def _merge_metrics(
+    catalog: Catalog, table: str, source: pa_.Table, updates: dict[str, str]
+) -> None:
+    for attempt in range(5):
+        dt = catalog.lake.table(table)
+        try:
+            dt.merge(
+                source,
+                predicate="t.client_item_id = s.client_item_id",
+                source_alias="s",
+                target_alias="t",
+            ).when_matched_update(updates=updates).execute()
+            return
+        except CommitFailedError:
+            if attempt == 4:
+                raise

@@ -1,0 +1,38 @@
+"""Every deployment in prefect.yaml points at a flow that imports, with valid parameters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parents[1]
+DEPLOYMENTS = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
+
+
+@pytest.mark.parametrize("deployment", DEPLOYMENTS, ids=lambda d: d["entrypoint"])
+def test_entrypoint_imports_and_parameters_validate(deployment, monkeypatch):
+    from prefect.flows import load_flow_from_entrypoint
+
+    monkeypatch.chdir(ROOT)
+    flow = load_flow_from_entrypoint(deployment["entrypoint"])
+    assert flow.name == deployment["entrypoint"].rsplit(":", 1)[1]
+    validated = flow.validate_parameters(deployment.get("parameters", {}))
+    assert set(validated) >= set(deployment.get("parameters", {}))
+    assert deployment["work_pool"]["name"] == "catalog-lake"
+
+
+def test_schedules():
+    by_flow = {d["entrypoint"].rsplit(":", 1)[1]: d for d in DEPLOYMENTS}
+    assert by_flow["ingest"]["schedules"] == [{"interval": 900, "timezone": "UTC"}]
+    assert by_flow["maintain"]["schedules"] == [{"cron": "0 2 * * *", "timezone": "UTC"}]
+    assert "schedules" not in by_flow["backfill"] and "schedules" not in by_flow["metrics"]
+
+
+def test_flow_parameters_are_typed():
+    from flows.catalog_flows import backfill, ingest
+
+    with pytest.raises(Exception, match="batch_size"):
+        ingest.validate_parameters({"source": "x", "batch_size": "many"})
+    assert backfill.validate_parameters({"since": "2026-11-01T00:00:00Z"})["since"].year == 2026

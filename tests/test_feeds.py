@@ -1,0 +1,139 @@
+"""Ingest runs: feed files found, batched, skipped when unchanged, failed alone."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from catalog_lake import RESPONSE_KEYS
+from catalog_lake.feeds import batches, discover, ingest, runs
+from tests.conftest import make_item
+
+FEEDS = Path(__file__).parents[1] / "data" / "feeds"
+
+
+@pytest.fixture
+def source(tmp_path) -> Path:
+    folder = tmp_path / "feeds"
+    shutil.copytree(FEEDS, folder)
+    return folder
+
+
+def jsonl(*items: dict) -> bytes:
+    return b"\n".join(json.dumps(i).encode() for i in items) + b"\n"
+
+
+def test_a_run_pushes_every_feed_and_sums_up_like_a_push_response(catalog, source):
+    summary = ingest(catalog, source)
+
+    assert list(summary)[:5] == list(RESPONSE_KEYS)
+    assert summary["catalog_push_received_product_count"] == "13"
+    assert summary["catalog_push_success_product_count"] == "9"
+    assert summary["catalog_push_failed_product_count"] == "4"
+    assert len(summary["items"]) == 9
+    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4}
+    assert summary["top_failure_codes"][0] == {"code": "invalid_price", "count": 2}
+    assert summary["files"]["ingested"] == [
+        "bad_items.json", "beauty.json", "electronics.json", "fashion.json", "food.json", "grocery.json",
+    ]  # fmt: skip
+    assert [b["file"] for b in summary["batches"]] == summary["files"]["ingested"]
+    assert {f["file"] for f in summary["catalog_push_failed_items"]} == {"bad_items.json"}
+    assert summary["items_per_second"] > 0
+    assert len(catalog.records()) == 9
+    assert runs(catalog)["run_id"].tolist() == [summary["catalog_push_request_id"]]
+
+
+def test_unchanged_files_are_skipped_next_time_changed_ones_are_not(catalog, source, clock):
+    ingest(catalog, source)
+    again = ingest(catalog, source)
+    assert again["files"]["ingested"] == []
+    assert len(again["files"]["skipped"]) == 6
+    assert again["catalog_push_received_product_count"] == "0"
+
+    (source / "beauty.json").write_text(
+        json.dumps({"items": [make_item(client_item_id="BEAU-LIP-RED", name="Lipstick v2")]})
+    )
+    changed = ingest(catalog, source)
+    assert changed["files"]["ingested"] == ["beauty.json"]
+    assert changed["items"] == [{"BEAU-LIP-RED": "2"}]  # same id as before
+    assert ingest(catalog, source, force=True)["files"]["ingested"][0] == "bad_items.json"
+
+
+def test_json_lines_and_gzip_are_read(catalog, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(
+        jsonl(make_item(client_item_id="a"), make_item(client_item_id="b"))
+    )
+    (folder / "b.ndjson.gz").write_bytes(gzip.compress(jsonl(make_item(client_item_id="c"))))
+    (folder / "c.json.gz").write_bytes(
+        gzip.compress(json.dumps({"items": [make_item(client_item_id="d")]}).encode())
+    )
+    (folder / "notes.txt").write_text("not a feed")
+    summary = ingest(catalog, folder)
+    assert summary["files"]["ingested"] == ["a.jsonl", "b.ndjson.gz", "c.json.gz"]
+    assert [list(i)[0] for i in summary["items"]] == ["a", "b", "c", "d"]
+
+
+def test_files_are_split_into_batches_each_a_push(catalog, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    items = [make_item(client_item_id=f"k{i}") for i in range(5)]
+    (folder / "big.jsonl").write_bytes(jsonl(*items))
+    summary = ingest(catalog, folder, batch_size=2)
+    assert [b["catalog_push_received_product_count"] for b in summary["batches"]] == ["2", "2", "1"]
+    assert len(catalog.pushes()) == 3
+    assert list(batches(list(range(5)), 2)) == [[0, 1], [2, 3], [4]]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "error"),
+    [
+        (
+            "broken.json",
+            b'{"items": [',
+            "payload is not valid JSON: Expecting value at line 1 column 12",
+        ),
+        ("list.json", b"[1, 2]", "a .json feed must be a product object with an 'items' list"),
+        ("lines.jsonl", b'{"client_item_id": "x"}\n[1]\n', "line 2: an item must be a JSON object"),
+        ("badline.jsonl", b'{"a": 1}\n{oops\n', "line 2: payload is not valid JSON"),
+        ("zipped.json.gz", b"not gzip", "not a readable gzip file"),
+    ],
+)
+def test_a_file_that_cannot_be_parsed_fails_alone(catalog, source, name, content, error):
+    (source / name).write_bytes(content)
+    summary = ingest(catalog, source)
+    (failed,) = summary["files"]["failed"]
+    assert (failed["path"], failed["status"]) == (name, "invalid")
+    assert error in failed["error"]
+    assert len(summary["files"]["ingested"]) == 6
+    # an invalid file is not retried until its content changes
+    assert name in ingest(catalog, source)["files"]["skipped"]
+
+
+def test_paths_cannot_escape_the_source_folder(catalog, tmp_path, source):
+    outside = tmp_path / "secret.json"
+    outside.write_text(json.dumps({"items": [make_item(client_item_id="leak")]}))
+    os.symlink(outside, source / "link.json")
+    summary = ingest(catalog, source)
+    assert {
+        "path": "link.json",
+        "status": "invalid",
+        "error": "resolves outside the source folder",
+    } in summary["files"]["failed"]
+    assert "leak" not in catalog.records()["client_item_id"].tolist()
+    found, _ = discover(source, "../*.json")
+    assert found == []
+
+
+def test_files_table_remembers_each_file(catalog, source):
+    ingest(catalog, source)
+    files = catalog.lake.read("files").to_pandas()
+    assert sorted(files["path"]) == sorted(p.name for p in FEEDS.glob("*.json"))
+    assert set(files["status"]) == {"ingested"}
+    assert files["checksum"].str.len().eq(64).all()

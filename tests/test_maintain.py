@@ -1,0 +1,54 @@
+"""Maintenance re-prices records as discount windows open and close, compacts and vacuums."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from catalog_lake.maintain import maintain
+from tests.conftest import make_item
+
+
+def windowed(client_item_id: str, start: str, end: str) -> dict:
+    return make_item(
+        client_item_id=client_item_id,
+        pricing_info={
+            "mrp": "310.00",
+            "sale_price": "289.00",
+            "discounted_price": "199.00",
+            "discount_start_date": start,
+            "discount_end_date": end,
+        },
+    )
+
+
+def test_records_follow_discount_windows_that_open_and_close(catalog, clock):
+    catalog.push(
+        {
+            "items": [
+                windowed("opens", "2026-11-22", "2026-11-30"),
+                windowed("closes", "2026-11-01", "2026-11-21"),
+                windowed("later", "2026-12-10", "2026-12-20"),
+            ]
+        }
+    )
+    prices = lambda: catalog.records().set_index("client_item_id")["price"].to_dict()  # noqa: E731
+    assert prices() == {"opens": 289.0, "closes": 199.0, "later": 289.0}
+
+    clock.now += timedelta(days=1)
+    report = maintain(catalog)
+    assert report["repriced"] == 2
+    assert prices() == {"opens": 199.0, "closes": 289.0, "later": 289.0}
+    assert maintain(catalog)["repriced"] == 0  # nothing crossed since the last run
+    assert catalog.records().set_index("client_item_id").loc["opens", "on_sale"]
+
+
+def test_compaction_merges_small_files_and_vacuum_keeps_recent_ones(catalog, clock):
+    for i in range(4):
+        catalog.push({"items": [make_item(client_item_id=f"k{i}")]})
+    report = maintain(catalog)
+    assert report["tables"]["raw"]["files_removed"] == 4
+    assert report["tables"]["raw"]["files_vacuumed"] == 0  # within the 7-day retention
+    assert len(catalog.raw()) == 4
+    vacuumed = maintain(catalog, retention_hours=0)["tables"]["raw"]["files_vacuumed"]
+    assert vacuumed == 4
+    assert len(catalog.records()) == 4
