@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +67,16 @@ class Catalog:
         self.lake = Lake(lake if lake is not None else settings.default_lake_uri(), storage_options)
         self.synonyms = Synonyms.load(synonyms)
         self.clock = clock or _utcnow
+        #: Seconds spent per stage across this catalog's pushes (for ``bench``).
+        self.timings: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def _timed(self, stage: str):
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[stage] += time.perf_counter() - started
 
     def __repr__(self) -> str:
         return f"Catalog({self.lake.uri!r})"
@@ -76,6 +89,7 @@ class Catalog:
         *,
         source: str | None = None,
         flow_run_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Upload new products or update existing ones (SPEC 4.1).
 
@@ -83,6 +97,9 @@ class Catalog:
             product_object: ``{"items": [...]}`` as a dict, JSON text or bytes.
             source: where the payload came from (a file path), kept in ``pushes``.
             flow_run_id: the Prefect flow run that pushed, kept in ``pushes``.
+            idempotency_key: makes a retry safe. A key already in the ``pushes``
+                table with the same payload returns that push's response and
+                writes nothing; with a different payload it is refused.
 
         Returns:
             The SPEC 2.7 push response plus ``catalog_push_failed_items``.
@@ -94,7 +111,13 @@ class Catalog:
         started = time.perf_counter()
         received_at = self.clock()
         request_id = str(uuid.uuid4())
-        parsed = parse_push(product_object)
+        with self._timed("parse"):
+            parsed = parse_push(product_object)
+        digest = payload_digest(parsed)
+        if idempotency_key is not None:
+            earlier = self._earlier_push(idempotency_key, digest)
+            if earlier is not None:
+                return earlier
         return self._ingest(
             parsed,
             request_id=request_id,
@@ -103,7 +126,36 @@ class Catalog:
             source=source,
             flow_run_id=flow_run_id,
             replay=False,
+            idempotency_key=idempotency_key,
+            digest=digest,
         )
+
+    def _earlier_push(self, key: str, digest: str) -> dict[str, Any] | None:
+        """The response of the push made earlier under ``key``, if any.
+
+        The keys live in the ``pushes`` table, written last by every push, so
+        a key is only "used" once its push completed. Delta's app-transaction
+        versions would need a number per key and are not enforced by
+        deltalake anyway (we would check them ourselves just the same).
+        """
+        if not isinstance(key, str) or not key.strip() or len(key) > 256:
+            raise PushError(
+                "invalid_idempotency_key", "idempotency_key must be 1 to 256 characters"
+            )
+        found = self.lake.read(
+            "pushes",
+            'SELECT payload_sha256, response_json FROM "pushes" '
+            f"WHERE idempotency_key = {quote(key)} ORDER BY received_at LIMIT 1",
+        )
+        if found.num_rows == 0:
+            return None
+        if found["payload_sha256"][0].as_py() != digest:
+            raise PushError(
+                "idempotency_conflict",
+                f"idempotency_key {key!r} was already used for a different payload; "
+                "use a new key for new content",
+            )
+        return json.loads(found["response_json"][0].as_py())
 
     def derive(
         self,
@@ -120,16 +172,19 @@ class Catalog:
         within a push, and across pushes the last valid occurrence wins, as it
         would have when the pushes were made one after another.
         """
-        checked = validate(parsed, groups=request_ids)
+        with self._timed("validate"):
+            checked = validate(parsed, groups=request_ids)
         client_ids = clean.text_of(checked.frame["client_item_id"])
         passed = checked.passed
         superseded = pd.Series(False, index=passed.index)
         superseded[passed] = client_ids[passed].duplicated(keep="last")
         keep = passed & ~superseded
-        items = self._with_ids(
-            typed_items(checked.frame[keep]), request_ids[keep], received_at[keep]
-        )
-        records = derive_records(items, price_time, self.synonyms)
+        with self._timed("typed_items"):
+            typed = typed_items(checked.frame[keep])
+        with self._timed("ids"):
+            items = self._with_ids(typed, request_ids[keep], received_at[keep])
+        with self._timed("records"):
+            records = derive_records(items, price_time, self.synonyms)
         return Derived(checked, client_ids, items, records)
 
     def _ingest(
@@ -142,6 +197,8 @@ class Catalog:
         source: str | None,
         flow_run_id: str | None,
         replay: bool,
+        idempotency_key: str | None = None,
+        digest: str | None = None,
     ) -> dict[str, Any]:
         n = len(parsed.items)
         try:
@@ -182,17 +239,20 @@ class Catalog:
         raw_written = replay
         try:
             if not replay:
-                self.lake.append(
-                    "raw", self._raw(parsed, request_id, received_at, passed, client_ids), metadata
-                )
+                with self._timed("write_raw"):
+                    raw = self._raw(parsed, request_id, received_at, passed, client_ids)
+                    self.lake.append("raw", raw, metadata)
                 raw_written = True
             if failed and not (replay and self.lake.has("rejects", "request_id", request_id)):
-                self.lake.append(
-                    "rejects", self._rejects(failed, request_id, received_at), metadata
-                )
+                with self._timed("write_rejects"):
+                    self.lake.append(
+                        "rejects", self._rejects(failed, request_id, received_at), metadata
+                    )
             if len(items):
-                self.lake.upsert("items", items.table(ITEMS), metadata)
-                self.lake.upsert("records", records.table(RECORDS), metadata)
+                with self._timed("write_items"):
+                    self.lake.upsert("items", items.table(ITEMS), metadata)
+                with self._timed("write_records"):
+                    self.lake.upsert("records", records.table(RECORDS), metadata)
             row = {
                 "request_id": [request_id],
                 "received_at": [received_at],
@@ -203,10 +263,12 @@ class Catalog:
                 "failed": [len(failed)],
                 "source": [source],
                 "flow_run_id": [flow_run_id],
-                "idempotency_key": [None],
+                "idempotency_key": [idempotency_key],
+                "payload_sha256": [digest or payload_digest(parsed)],
                 "response_json": [json.dumps(response, ensure_ascii=False)],
             }
-            self.lake.append("pushes", pa.table(row, schema=PUSHES), metadata)
+            with self._timed("write_pushes"):
+                self.lake.append("pushes", pa.table(row, schema=PUSHES), metadata)
         except (DeltaError, OSError, LakeError, pa.ArrowException) as exc:
             raise _write_failed(exc, request_id, raw_written=raw_written) from exc
         return response
@@ -362,6 +424,12 @@ class Catalog:
         )
         return _pandas(table)
 
+    def check(self, *, derive: bool = True) -> dict[str, Any]:
+        """Verify the lake's invariants (see ``catalog_lake.check``); never writes."""
+        from .check import check
+
+        return check(self, derive=derive)
+
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""
         rows = []
@@ -397,6 +465,15 @@ class Catalog:
         return _pandas(self.lake.read("raw")).sort_values(
             ["received_at", "index"], ignore_index=True
         )
+
+
+def payload_digest(parsed: ParsedPush) -> str:
+    """SHA-256 of the items as received, the same for dict, text or bytes input."""
+    digest = hashlib.sha256()
+    for text in parsed.item_json:
+        digest.update(text.encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def _pandas(table: pa.Table) -> pd.DataFrame:

@@ -215,9 +215,13 @@ def ingest_file(
     except (PushError, OSError) as exc:
         return FileResult(feed, "invalid", error=str(exc))
     result = FileResult(feed, "ingested")
-    for batch in batches(items, batch_size):
+    for number, batch in enumerate(batches(items, batch_size)):
+        # The key makes a retried file skip the batches that already landed.
+        key = f"file:{feed.checksum}:{batch_size}:{number}"
         try:
-            response = catalog.push({"items": batch}, source=feed.path, flow_run_id=flow_run_id)
+            response = catalog.push(
+                {"items": batch}, source=feed.path, flow_run_id=flow_run_id, idempotency_key=key
+            )
         except PushError as exc:
             if exc.reason == "lake_write_failed":
                 raise

@@ -277,18 +277,20 @@ def flatten(items: list[dict[str, Any]], unencodable: set[int] = frozenset()) ->
     keys) replaced by ``Unencodable`` markers.
     """
     rows = []
-    for index, item in enumerate(items):
+    for item in items:
         row: dict[str, Any] = {}
         for key, value in item.items():
             if key in NESTED and isinstance(value, dict):
                 prefix = key + "."
                 for sub, sub_value in value.items():
-                    row[_safe_key(prefix + sub)] = _mark(sub_value)
+                    row[prefix + sub] = _mark(sub_value)
             else:
-                row[_safe_key(key)] = _mark(value)
-        if index in unencodable:
-            row = {k: Unencodable(v) if _has_surrogate(v) else v for k, v in row.items()}
+                row[key] = _mark(value)
         rows.append(row)
+    for index in unencodable:
+        rows[index] = {
+            _safe_key(k): Unencodable(v) if _has_surrogate(v) else v for k, v in rows[index].items()
+        }
     frame = pd.DataFrame(rows, dtype=object)
     frame.index = pd.RangeIndex(len(items))
     return frame

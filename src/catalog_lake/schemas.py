@@ -315,6 +315,7 @@ PUSHES = pa_.schema(
         pa_.field("source", pa_.string()),
         pa_.field("flow_run_id", pa_.string()),
         pa_.field("idempotency_key", pa_.string()),
+        pa_.field("payload_sha256", pa_.string()),
         pa_.field("response_json", pa_.string(), nullable=False),
     ]
 )

@@ -1,0 +1,223 @@
+"""``catalog-lake bench``: our full ingest against a DuckDB baseline, in the same run.
+
+Absolute seconds mean little on a shared two-core machine, so every figure
+that matters is a ratio to the baseline measured moments before on the same
+files: DuckDB reading the JSON feed and writing the flat records to a fresh
+Delta table with one SQL statement (no validation, one table). Each scenario
+runs in its own spawned process, so its peak RSS is its own (and deltalake
+never runs after a fork).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import synth
+
+BASELINE_SQL = """
+WITH raw AS (
+    SELECT unnest(items) AS i
+    FROM read_json({files}, maximum_object_size = 67108864)
+)
+SELECT
+    i.client_item_id::VARCHAR AS client_item_id,
+    i.name::VARCHAR AS product_name,
+    coalesce(nullif(i.description::VARCHAR, ''), i.short_description::VARCHAR) AS description,
+    list_filter([i.lake_category::VARCHAR, i.category::VARCHAR], lambda x: x IS NOT NULL)
+        AS categories,
+    TRY_CAST(i.pricing_info.sale_price AS DOUBLE) AS price,
+    TRY_CAST(i.pricing_info.mrp AS DOUBLE) AS mrp,
+    TRY_CAST(i.pricing_info.sale_price AS DOUBLE) < TRY_CAST(i.pricing_info.mrp AS DOUBLE)
+        AS on_sale,
+    i.images[1]::VARCHAR AS image,
+    TRY_CAST(i.inventory_info.qty AS BIGINT) AS inventory,
+    i.attributes.brand::VARCHAR AS brand,
+    i.attributes.colour::VARCHAR AS colour,
+    i.attributes.size::VARCHAR AS size,
+    i.attributes.gender::VARCHAR AS gender,
+    i.lake_category::VARCHAR AS lake_category
+FROM raw
+"""
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _baseline(feed: str, out: str) -> dict[str, Any]:
+    import duckdb
+    from deltalake import write_deltalake
+
+    started = time.perf_counter()
+    files = sorted(str(p) for p in Path(feed).glob("*.json"))
+    reader = duckdb.connect().sql(BASELINE_SQL.format(files=files)).arrow()
+    table = reader.read_all() if hasattr(reader, "read_all") else reader
+    write_deltalake(out, table, mode="overwrite")
+    return {
+        "seconds": time.perf_counter() - started,
+        "rows": table.num_rows,
+        "rss_mb": _peak_rss_mb(),
+    }
+
+
+def _ingest(feed: str, lake: str, batch_size: int) -> dict[str, Any]:
+    from .catalog import Catalog
+    from .feeds import ingest
+
+    catalog = Catalog(lake)
+    started = time.perf_counter()
+    summary = ingest(catalog, feed, batch_size=batch_size)
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "received": summary["totals"]["received"],
+        "stored": summary["totals"]["success"],
+        "failed": summary["totals"]["failed"],
+        "stages": dict(catalog.timings),
+        "rss_mb": _peak_rss_mb(),
+    }
+
+
+def _small_pushes(lake: str, lake_items: int, pushes: int, size: int, seed: int) -> dict[str, Any]:
+    from .catalog import Catalog
+
+    catalog = Catalog(lake)
+    rng = random.Random(seed)
+    latencies = []
+    for n in range(pushes):
+        # Half updates of existing items, half new ones.
+        numbers = [rng.randrange(lake_items) for _ in range(size // 2)]
+        numbers += [10**8 + n * size + k for k in range(size - size // 2)]
+        batch = [synth.item(k, rng, version=1 + n) for k in numbers]
+        started = time.perf_counter()
+        catalog.push({"items": batch})
+        latencies.append((time.perf_counter() - started) * 1000)
+    latencies.sort()
+    return {
+        "pushes": pushes,
+        "p50_ms": statistics.median(latencies),
+        "p95_ms": latencies[max(0, int(round(0.95 * len(latencies))) - 1)],
+        "rss_mb": _peak_rss_mb(),
+    }
+
+
+def _in_child(function, *args):
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
+def run(
+    items: int,
+    *,
+    update_fraction: float = 0.5,
+    dirty_fraction: float = 0.05,
+    batch_size: int = 10_000,
+    small_pushes: int = 20,
+    workdir: str | Path | None = None,
+    keep: bool = False,
+    progress=print,
+) -> dict[str, Any]:
+    """Generate feeds, run every scenario, and return the figures with ratios."""
+    root = Path(workdir or tempfile.mkdtemp(prefix="catalog-lake-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    first, second, lake = root / "feed-first", root / "feed-second", root / "lake"
+    for folder in (first, second, lake, root / "baseline-first", root / "baseline-second"):
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        progress(f"generating {items:,} items (dirty {dirty_fraction:.0%})")
+        synth.write_feed(first, items, dirty_fraction=dirty_fraction)
+        updates = int(items * update_fraction)
+        synth.write_feed(second, updates, dirty_fraction=dirty_fraction, version=1, prefix="upd")
+        synth.write_feed(
+            second, items - updates, start=items, dirty_fraction=dirty_fraction, prefix="new"
+        )
+        result: dict[str, Any] = {
+            "items": items,
+            "update_fraction": update_fraction,
+            "dirty_fraction": dirty_fraction,
+            "batch_size": batch_size,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "commit": _commit(),
+        }
+        progress("baseline: DuckDB SQL flatten to a fresh Delta table")
+        result["baseline_first"] = _in_child(_baseline, str(first), str(root / "baseline-first"))
+        progress("first ingest")
+        result["first"] = _in_child(_ingest, str(first), str(lake), batch_size)
+        progress("baseline on the re-ingest feed")
+        result["baseline_second"] = _in_child(_baseline, str(second), str(root / "baseline-second"))
+        progress(f"re-ingest: {update_fraction:.0%} updates")
+        result["reingest"] = _in_child(_ingest, str(second), str(lake), batch_size)
+        if small_pushes:
+            progress(
+                f"{small_pushes} pushes of 10 items into the {items + items - updates:,}-item lake"
+            )
+            result["small"] = _in_child(_small_pushes, str(lake), items, small_pushes, 10, 11)
+        for name, baseline in (("first", "baseline_first"), ("reingest", "baseline_second")):
+            scenario = result[name]
+            scenario["items_per_second"] = scenario["received"] / scenario["seconds"]
+            scenario["ratio"] = scenario["seconds"] / result[baseline]["seconds"]
+        return result
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def report(result: dict[str, Any]) -> str:
+    """A markdown report of one bench run, ratios first."""
+    lines = [
+        f"## bench {result['date']} (commit {result['commit'] or 'unknown'})",
+        "",
+        f"{result['items']:,} items, {result['update_fraction']:.0%} updates on re-ingest, "
+        f"{result['dirty_fraction']:.0%} dirty, batches of {result['batch_size']:,}",
+        "",
+        "| scenario | seconds | items/s | peak RSS MB | vs DuckDB baseline |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, baseline in (("first", "baseline_first"), ("reingest", "baseline_second")):
+        base, ours = result[baseline], result[name]
+        lines.append(
+            f"| DuckDB baseline ({name} feed) | {base['seconds']:.2f} | "
+            f"{base['rows'] / base['seconds']:,.0f} | {base['rss_mb']:,.0f} | 1.00x |"
+        )
+        lines.append(
+            f"| catalog-lake {name} ingest | {ours['seconds']:.2f} | "
+            f"{ours['items_per_second']:,.0f} | {ours['rss_mb']:,.0f} | **{ours['ratio']:.2f}x** |"
+        )
+    if "small" in result:
+        small = result["small"]
+        lines += [
+            "",
+            f"10-item pushes into the lake: p50 {small['p50_ms']:.0f} ms, "
+            f"p95 {small['p95_ms']:.0f} ms over {small['pushes']} pushes",
+        ]
+    stages = result["first"]["stages"]
+    total = sum(stages.values()) or 1
+    lines += ["", "| first-ingest stage | seconds | share |", "|---|---:|---:|"]
+    lines += [
+        f"| {stage} | {seconds:.2f} | {seconds / total:.0%} |"
+        for stage, seconds in sorted(stages.items(), key=lambda kv: -kv[1])
+    ]
+    return "\n".join(lines) + "\n"

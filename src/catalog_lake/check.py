@@ -1,0 +1,163 @@
+"""The lake's invariants, checked on the tables themselves (``catalog-lake check``).
+
+1. Every received item is in ``raw``, and for its push in exactly one of the
+   stored items or ``rejects``; received = success + failed.
+2. Each ``client_item_id`` has one row in ``items`` and in ``records``, and one
+   service id for its whole life; no two ids are equal.
+3. Records equal what a backfill from ``raw`` would derive.
+4. The ``pushes`` table agrees with the responses that were returned.
+
+A push that reached ``raw`` but not ``pushes`` is reported as interrupted:
+``catalog-lake repair`` finishes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from .catalog import Catalog
+
+_MAX_EXAMPLES = 5
+
+
+def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
+    """Verify the invariants; ``derive=False`` skips the (costlier) backfill comparison."""
+    violations: list[dict[str, Any]] = []
+
+    def violation(invariant: int, rule: str, examples: list[Any]) -> None:
+        if examples:
+            violations.append(
+                {
+                    "invariant": invariant,
+                    "rule": rule,
+                    "count": len(examples),
+                    "examples": examples[:_MAX_EXAMPLES],
+                }
+            )
+
+    raw = catalog.lake.read(
+        "raw", 'SELECT request_id, "index", passed, client_item_id FROM "raw"'
+    ).to_pandas()
+    pushes = catalog.lake.read("pushes").to_pandas()
+    rejects = catalog.lake.read("rejects", 'SELECT request_id, "index" FROM "rejects"').to_pandas()
+    items = catalog.lake.read("items", 'SELECT client_item_id, object_id FROM "items"').to_pandas()
+    records = catalog.lake.read(
+        "records", 'SELECT client_item_id, object_id FROM "records"'
+    ).to_pandas()
+
+    done = set(pushes["request_id"])
+    interrupted = sorted(set(raw["request_id"]) - done)
+    violation(1, "a push reached raw but never finished; run `catalog-lake repair`", interrupted)
+
+    # 1. per push: raw rows, rejects and counts agree.
+    raw_done = raw[raw["request_id"].isin(done)]
+    counts = raw_done.groupby("request_id").agg(
+        received=("index", "size"), success=("passed", "sum")
+    )
+    merged = pushes.set_index("request_id")[["received", "success", "failed"]].join(
+        counts, rsuffix="_raw", how="left"
+    )
+    wrong = merged[
+        (merged["received"] != merged["received_raw"])
+        | (merged["success"] != merged["success_raw"])
+        | (merged["received"] != merged["success"] + merged["failed"])
+    ]
+    violation(
+        1,
+        "push counts disagree with its raw rows (received = success + failed)",
+        wrong.index.tolist(),
+    )
+    failed_raw = raw_done[~raw_done["passed"]][["request_id", "index"]]
+    rejected = rejects[rejects["request_id"].isin(done)]
+    key = ["request_id", "index"]
+    both = failed_raw.merge(rejected, on=key, how="outer", indicator=True)
+    violation(
+        1,
+        "a failed raw item has no reject, or a reject has no failed raw item",
+        both[both["_merge"] != "both"][key].to_dict(orient="records"),
+    )
+    duplicated_rejects = rejected[rejected.duplicated(key)]
+    violation(
+        1,
+        "an item was rejected twice for one push",
+        duplicated_rejects[key].to_dict(orient="records"),
+    )
+
+    # 2. one row per client_item_id, unique ids, records agree with items.
+    for name, frame in (("items", items), ("records", records)):
+        repeated = frame[frame["client_item_id"].duplicated(keep=False)]["client_item_id"]
+        violation(2, f"client_item_id with more than one row in {name}", sorted(set(repeated)))
+    ids = items["object_id"]
+    violation(
+        2,
+        "a service id is used by more than one client_item_id",
+        sorted(set(ids[ids.duplicated()].tolist())),
+    )
+    joined = items.merge(
+        records, on="client_item_id", how="outer", suffixes=("_items", "_records"), indicator=True
+    )
+    violation(
+        2,
+        "an item has no record or a record no item",
+        joined[joined["_merge"] != "both"]["client_item_id"].tolist(),
+    )
+    both_sides = joined[joined["_merge"] == "both"]
+    mismatch = both_sides[
+        both_sides["object_id_items"].astype("int64").astype(str) != both_sides["object_id_records"]
+    ]
+    violation(2, "record and item disagree on the service id", mismatch["client_item_id"].tolist())
+    current = dict(
+        zip(items["client_item_id"], items["object_id"].astype("int64").astype(str), strict=True)
+    )
+    changed = []
+    for request_id, text in zip(pushes["request_id"], pushes["response_json"], strict=True):
+        response = json.loads(text)
+        for entry in response["items"]:
+            for client_id, service_id in entry.items():
+                if current.get(client_id, service_id) != service_id:
+                    changed.append(
+                        {
+                            "client_item_id": client_id,
+                            "returned": service_id,
+                            "now": current[client_id],
+                            "request_id": request_id,
+                        }
+                    )
+        # 4. the stored row agrees with the response it returned.
+        if str(response["catalog_push_received_product_count"]) != str(
+            pushes_row(pushes, request_id, "received")
+        ) or int(response["catalog_push_success_product_count"]) != len(response["items"]):
+            violation(4, "pushes row disagrees with its response", [request_id])
+    violation(2, "a client_item_id's service id changed after it was returned", changed)
+
+    # 3. records equal a fresh derivation from raw.
+    if derive and len(raw):
+        from .backfill import backfill
+
+        report = backfill(catalog, dry_run=True, examples=_MAX_EXAMPLES)
+        stale = report["records_changed"] + report["records_new"]
+        if stale:
+            violations.append(
+                {
+                    "invariant": 3,
+                    "rule": "records differ from what a backfill from raw would derive",
+                    "count": stale,
+                    "examples": report["examples"],
+                }
+            )
+    return {
+        "ok": not violations,
+        "pushes": len(pushes),
+        "raw_items": len(raw),
+        "items": len(items),
+        "records": len(records),
+        "violations": violations,
+    }
+
+
+def pushes_row(pushes: pd.DataFrame, request_id: str, column: str) -> Any:
+    """One value of the pushes row of ``request_id``."""
+    return pushes.loc[pushes["request_id"] == request_id, column].iloc[0]

@@ -1,0 +1,47 @@
+"""The benchmark runs end to end on a small feed (a smoke test: it asserts no times)."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from catalog_lake import synth
+from catalog_lake.bench import report, run
+from catalog_lake.cli import app
+
+
+def test_synthetic_items_look_like_the_spec_and_some_are_dirty():
+    items = list(synth.items(200, dirty_fraction=0.1))
+    assert len({i["client_item_id"] for i in items}) == 200
+    assert {i["lake_category"] for i in items} == {"GROCERY", "FASHION", "ELECTRONICS", "BEAUTY", "F&B"}
+    assert 1_000 < sum(len(json.dumps(i)) for i in items) / 200 < 1_800
+    assert all(len(i["attributes"]) >= 20 for i in items)
+    assert list(synth.items(3)) == list(synth.items(3))  # deterministic
+
+
+def test_bench_runs_every_scenario(tmp_path):
+    messages = []
+    result = run(
+        300, small_pushes=2, batch_size=100, workdir=tmp_path, keep=True, progress=messages.append
+    )
+    assert result["first"]["received"] == 300
+    assert result["first"]["stored"] + result["first"]["failed"] == 300
+    assert result["reingest"]["received"] == 300
+    assert result["baseline_first"]["rows"] == 300
+    assert result["small"]["pushes"] == 2
+    assert result["first"]["ratio"] > 0 and result["reingest"]["ratio"] > 0
+    assert {"parse", "validate", "write_items", "write_records"} <= set(result["first"]["stages"])
+    text = report(result)
+    assert "| catalog-lake first ingest |" in text and "10-item pushes" in text
+    assert messages[0] == "generating 300 items (dirty 5%)"
+
+
+def test_bench_command_prints_a_report(tmp_path):
+    record = tmp_path / "results.md"
+    outcome = CliRunner().invoke(
+        app, ["bench", "--items", "200", "--small-pushes", "0", "--record", str(record)]
+    )
+    assert outcome.exit_code == 0, outcome.output
+    assert "vs DuckDB baseline" in outcome.stdout
+    assert record.read_text().startswith("\n## bench ")
