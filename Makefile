@@ -30,6 +30,11 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest
 
+# Benchmark against the DuckDB baseline; appends the report to bench/results.md.
+ITEMS ?= 100000
+bench: setup
+	$(BIN)/catalog-lake bench --items $(ITEMS) --record bench/results.md
+
 lint: setup
 	$(BIN)/ruff check src flows tests
 

@@ -14,7 +14,13 @@ from catalog_lake.cli import app
 def test_synthetic_items_look_like_the_spec_and_some_are_dirty():
     items = list(synth.items(200, dirty_fraction=0.1))
     assert len({i["client_item_id"] for i in items}) == 200
-    assert {i["lake_category"] for i in items} == {"GROCERY", "FASHION", "ELECTRONICS", "BEAUTY", "F&B"}
+    assert {i["lake_category"] for i in items} == {
+        "GROCERY",
+        "FASHION",
+        "ELECTRONICS",
+        "BEAUTY",
+        "F&B",
+    }
     assert 1_000 < sum(len(json.dumps(i)) for i in items) / 200 < 1_800
     assert all(len(i["attributes"]) >= 20 for i in items)
     assert list(synth.items(3)) == list(synth.items(3))  # deterministic

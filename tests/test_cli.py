@@ -174,4 +174,4 @@ def test_backfill_dry_run_metrics_and_maintain(run, tmp_path):
 def test_history_versions(run):
     run("push", str(FEEDS / "food.json"))
     rows = [json.loads(line) for line in run("history", "--versions", "--json").stdout.splitlines()]
-    assert {(r["table"], r["operation"]) for r in rows} >= {("raw", "WRITE"), ("items", "MERGE")}
+    assert {(r["table"], r["operation"]) for r in rows} >= {("raw", "WRITE"), ("items", "WRITE")}

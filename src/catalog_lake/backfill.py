@@ -11,6 +11,7 @@ replay leave alone any item that a later push (outside the scope) replaced.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -93,21 +94,23 @@ def backfill(
             'ORDER BY received_at, request_id, "index"',
         ).to_pandas()
         parsed = parse_push(payload_from_raw(rows["item_json"].tolist()))
-        derived = catalog.derive(
-            parsed,
-            request_ids=rows["request_id"],
-            received_at=rows["received_at"],
-            price_time=price_time,
-        )
-        report["items_rejected"] += len(derived.checked.errors)
-        records = derived.records.table(RECORDS)
-        keys = records["client_item_id"].to_pylist()
-        before.append(catalog.lake.lookup("records", "client_item_id", keys, COMPARED).to_pandas())
-        after.append(records.select(COMPARED).to_pandas())
-        if not dry_run and records.num_rows:
-            metadata = {"catalog_lake.operation": "backfill"}
-            catalog.lake.upsert("items", derived.items.table(ITEMS), metadata)
-            catalog.lake.upsert("records", records, metadata)
+        with catalog.lake.writing() if not dry_run else nullcontext():
+            derived = catalog.derive(
+                parsed,
+                request_ids=rows["request_id"],
+                received_at=rows["received_at"],
+                price_time=price_time,
+            )
+            report["items_rejected"] += len(derived.checked.errors)
+            records = derived.records.table(RECORDS)
+            keys = records["client_item_id"].to_pylist()
+            found = catalog.lake.lookup("records", "client_item_id", keys, COMPARED)
+            before.append(found.to_pandas())
+            after.append(records.select(COMPARED).to_pandas())
+            if not dry_run and records.num_rows:
+                metadata = {"catalog_lake.operation": "backfill"}
+                catalog.lake.upsert("items", derived.items.table(ITEMS), metadata)
+                catalog.lake.upsert("records", records, metadata)
     _compare(before, after, report, examples)
     report["duration_s"] = round(time.perf_counter() - started, 3)
     return report

@@ -8,7 +8,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -200,6 +200,36 @@ class Catalog:
         idempotency_key: str | None = None,
         digest: str | None = None,
     ) -> dict[str, Any]:
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(self.lake.writing())
+            except LakeError as exc:
+                raise _write_failed(exc, request_id, raw_written=replay) from exc
+            return self._ingest_locked(
+                parsed,
+                request_id=request_id,
+                received_at=received_at,
+                started=started,
+                source=source,
+                flow_run_id=flow_run_id,
+                replay=replay,
+                idempotency_key=idempotency_key,
+                digest=digest,
+            )
+
+    def _ingest_locked(
+        self,
+        parsed: ParsedPush,
+        *,
+        request_id: str,
+        received_at: datetime,
+        started: float,
+        source: str | None,
+        flow_run_id: str | None,
+        replay: bool,
+        idempotency_key: str | None,
+        digest: str | None,
+    ) -> dict[str, Any]:
         n = len(parsed.items)
         try:
             self.lake.ensure()
@@ -249,10 +279,11 @@ class Catalog:
                         "rejects", self._rejects(failed, request_id, received_at), metadata
                     )
             if len(items):
+                known = items.frame["known"].to_numpy(dtype=bool)
                 with self._timed("write_items"):
-                    self.lake.upsert("items", items.table(ITEMS), metadata)
+                    self.lake.upsert("items", items.table(ITEMS), metadata, known=known)
                 with self._timed("write_records"):
-                    self.lake.upsert("records", records.table(RECORDS), metadata)
+                    self.lake.upsert("records", records.table(RECORDS), metadata, known=known)
             row = {
                 "request_id": [request_id],
                 "received_at": [received_at],
@@ -301,6 +332,7 @@ class Catalog:
         ).astype("datetime64[us, UTC]")
         first_seen = pd.Series(aligned["first_seen_at"].array, index=frame.index)
         frame["object_id"] = object_id.astype("int64")
+        frame["known"] = ~new.to_numpy()
         frame["first_seen_at"] = first_seen.astype("datetime64[us, UTC]").fillna(received)
         for metric in ("likes", "sales"):
             values = pd.Series(aligned[metric].to_numpy(), index=frame.index)
@@ -370,7 +402,9 @@ class Catalog:
         a push is idempotent under replay (see the write order in ``_ingest``).
         """
         responses = []
-        for request_id in self.interrupted():
+        with self.lake.writing():
+            pending = self.interrupted()
+        for request_id in pending:
             sql = f'SELECT * FROM "raw" WHERE request_id = {quote(request_id)} ORDER BY "index"'
             rows = self.lake.read("raw", sql)
             parsed = parse_push(payload_from_raw(rows["item_json"].to_pylist()))

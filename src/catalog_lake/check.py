@@ -58,7 +58,7 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
         received=("index", "size"), success=("passed", "sum")
     )
     merged = pushes.set_index("request_id")[["received", "success", "failed"]].join(
-        counts, rsuffix="_raw", how="left"
+        counts.add_suffix("_raw"), how="left"
     )
     wrong = merged[
         (merged["received"] != merged["received_raw"])

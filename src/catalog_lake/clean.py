@@ -41,16 +41,18 @@ _BLOCK_TAG = re.compile(
 _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
 _CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2028\u2029\ufeff]"
 _SPACE = r"\s+"
-_MONEY = r"\d{1,10}(?:\.\d{1,2})?"
-_COUNT = r"\d{1,13}"
-_NUM = r"(\d+(?:[.,]\d+)?)"
+# [0-9], not \d: Python's \d also matches other scripts' digits (fullwidth,
+# Arabic-Indic), which would pass the check and then fail the decimal cast.
+_MONEY = r"[0-9]{1,10}(?:\.[0-9]{1,2})?"
+_COUNT = r"[0-9]{1,13}"
+_NUM = r"([0-9]+(?:[.,][0-9]+)?)"
 DURATION = re.compile(
     rf"P(?:{_NUM}Y)?(?:{_NUM}M)?(?:{_NUM}W)?(?:{_NUM}D)?(?:T(?:{_NUM}H)?(?:{_NUM}M)?(?:{_NUM}S)?)?"
 )
 #: Seconds per duration unit; a year is 365 days and a month 30, as documented.
 _UNIT_SECONDS = (365 * 86400, 30 * 86400, 7 * 86400, 86400, 3600, 60, 1)
 _URL = r"https?://[^\s/?#<>\"]+[^\s<>\"]*"
-_DATE_ONLY = r"\d{4}-\d{2}-\d{2}"
+_DATE_ONLY = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
 
 def kinds(values: pd.Series) -> pd.Series:

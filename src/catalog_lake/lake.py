@@ -8,8 +8,11 @@ can abort the interpreter at exit (delta-rs issue 2184).
 
 from __future__ import annotations
 
+import fcntl
 import random
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,10 @@ from .schemas import PARTITIONS, TABLES
 
 #: Attempts for a merge that loses a commit race before giving up.
 MERGE_ATTEMPTS = 5
+#: The file in a local lake that serializes writers (see ``Lake.writing``).
+LOCK_FILE = "_catalog_lake.lock"
+
+_held = threading.local()
 
 
 def _is_local(uri: str) -> bool:
@@ -38,6 +45,43 @@ class Lake:
 
     def __repr__(self) -> str:  # never show storage options: they may hold secrets
         return f"Lake({self.uri!r})"
+
+    @contextmanager
+    def writing(self):
+        """Hold the lake's writer lock: one writer at a time changes ids and rows.
+
+        Delta commits are atomic per table, but a push reads the items table
+        (to find ids), then appends and merges: two writers interleaving
+        there could give one id to two items or two rows to one item, and an
+        append never conflicts in Delta. An exclusive ``flock`` on a file in
+        the lake folder serializes writers across processes; the kernel drops
+        it when a holder dies, so a killed writer never leaves it stuck.
+        Re-entrant within a thread. Object-store lakes have no such file:
+        there, run one writer at a time (one deployment, one worker).
+        """
+        depth = getattr(_held, "depth", {})
+        _held.depth = depth
+        if not _is_local(self.uri) or depth.get(self.uri, 0):
+            depth[self.uri] = depth.get(self.uri, 0) + 1
+            try:
+                yield
+            finally:
+                depth[self.uri] -= 1
+            return
+        folder = Path(self.uri.removeprefix("file://"))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise LakeError(f"cannot lock the lake {self.uri}: {exc}") from exc
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            depth[self.uri] = 1
+            try:
+                yield
+            finally:
+                depth[self.uri] = 0
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def path(self, name: str) -> str:
         """URI of one table of the lake."""
@@ -57,7 +101,11 @@ class Lake:
         if _is_local(self.uri):
             Path(self.uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
         for name, schema in TABLES.items():
-            if self.table(name) is None:
+            existing = self.table(name)
+            if existing is not None:
+                _require_compatible(name, existing, schema, self.uri)
+                continue
+            if existing is None:
                 DeltaTable.create(
                     self.path(name),
                     schema,
@@ -85,15 +133,30 @@ class Lake:
         )
 
     def upsert(
-        self, name: str, data: pa.Table, metadata: dict[str, str] | None = None
+        self,
+        name: str,
+        data: pa.Table,
+        metadata: dict[str, str] | None = None,
+        known: Any = None,
     ) -> dict[str, Any]:
         """Insert new ``client_item_id`` rows and replace older versions of known ones.
 
-        The update only applies when the incoming row is at least as new as
-        the stored one (``updated_at``), so replaying an old push after a
-        crash can never roll an item back over a later push.
+        ``known`` marks the rows whose id was found in the table just before
+        (under the writer lock, so nobody can have added them since): the
+        others are appended, which neither scans nor rewrites the table, and
+        only the known ones go through a merge. Without ``known`` every row
+        is merged. The update only applies when
+        the incoming row is at least as new as the stored one (``updated_at``),
+        so replaying an old push after a crash never rolls an item back.
         """
         data = data.cast(TABLES[name])
+        if known is not None:
+            mask = pa.array(known, pa.bool_())
+            self.append(name, data.filter(pc.invert(mask)), metadata)
+            data = data.filter(mask)
+        if data.num_rows == 0:
+            return {}
+        predicate = "t.client_item_id = s.client_item_id"
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             table = self.table(name)
             if table is None:
@@ -102,7 +165,7 @@ class Lake:
                 return (
                     table.merge(
                         data,
-                        predicate="t.client_item_id = s.client_item_id",
+                        predicate=predicate,
                         source_alias="s",
                         target_alias="t",
                         commit_properties=CommitProperties(custom_metadata=metadata or {}),
@@ -224,6 +287,19 @@ class Lake:
         """Current Delta version of a table, None before its first commit."""
         table = self.table(name)
         return None if table is None else table.version()
+
+
+def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: str) -> None:
+    """Refuse a table written with another layout rather than fail mid-push."""
+    stored = set(pa.schema(table.schema().to_arrow()).names)
+    missing = [f.name for f in schema if f.name not in stored]
+    partitions = table.metadata().partition_columns
+    if missing or list(partitions) != PARTITIONS.get(name, []):
+        raise LakeError(
+            f"table {name!r} in {uri} has an older layout (missing {', '.join(missing) or 'none'}; "
+            f"partitioned by {list(partitions)}); replay it into a new lake: "
+            "point CATALOG_LAKE_URI at a new folder and push the raw table's items again"
+        )
 
 
 def quote(value: str) -> str:

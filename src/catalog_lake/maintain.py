@@ -68,34 +68,42 @@ def maintain(
     started, started_at = time.perf_counter(), catalog.clock()
     catalog.lake.ensure()
     since = last_maintenance(catalog)
+    with catalog.lake.writing():
+        repriced = reprice(catalog, since, started_at)
     report: dict[str, Any] = {
         "since": since.isoformat() if since else None,
-        "repriced": reprice(catalog, since, started_at),
+        "repriced": repriced,
         "retention_hours": retention_hours,
         "tables": {},
     }
     for name in TABLES:
         table = catalog.lake.table(name)
-        if table is None:
-            continue
-        done: dict[str, Any] = {}
-        if compact:
-            metrics = table.optimize.compact()
-            done["files_added"] = metrics.get("numFilesAdded", 0)
-            done["files_removed"] = metrics.get("numFilesRemoved", 0)
-        if vacuum:
-            removed = table.vacuum(
-                retention_hours=retention_hours,
-                dry_run=False,
-                enforce_retention_duration=False,
-            )
-            done["files_vacuumed"] = len(removed)
-        report["tables"][name] = done
+        if table is not None:
+            with catalog.lake.writing():
+                report["tables"][name] = _tidy(table, compact, vacuum, retention_hours)
     report["duration_s"] = round(time.perf_counter() - started, 3)
     from .feeds import record_run
 
     record_run(catalog, "maintain", f"maintain-{started_at.isoformat()}", started_at, report, None)
     return report
+
+
+def _tidy(table, compact: bool, vacuum: bool, retention_hours: int) -> dict[str, Any]:
+    """Compact and vacuum one table; the caller holds the writer lock."""
+    table.update_incremental()
+    done: dict[str, Any] = {}
+    if compact:
+        metrics = table.optimize.compact()
+        done["files_added"] = metrics.get("numFilesAdded", 0)
+        done["files_removed"] = metrics.get("numFilesRemoved", 0)
+    if vacuum:
+        removed = table.vacuum(
+            retention_hours=retention_hours,
+            dry_run=False,
+            enforce_retention_duration=False,
+        )
+        done["files_vacuumed"] = len(removed)
+    return done
 
 
 def report_json(report: dict[str, Any]) -> str:

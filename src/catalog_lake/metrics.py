@@ -87,8 +87,9 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
             | {c: pa_.array(frame[c], pa_.int64(), from_pandas=True) for c in columns}
         )
         updates = {c: f"coalesce(s.{c}, t.{c})" for c in columns}
-        for table in ("items", "records"):
-            _merge_metrics(catalog, table, source, updates)
+        with catalog.lake.writing():
+            for table in ("items", "records"):
+                _merge_metrics(catalog, table, source, updates)
         updated = len(frame)
     return {
         "file": str(path),

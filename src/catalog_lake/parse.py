@@ -211,13 +211,18 @@ def _surrogate_paths(item: dict[str, Any]) -> list[str]:
     for key, value in item.items():
         if key in NESTED and isinstance(value, dict):
             paths += [
-                f"{key}.{sub}"
+                f"{key}.{_escaped(sub)}"
                 for sub, v in value.items()
                 if _has_surrogate(v) or _has_surrogate(sub)
             ]
         elif _has_surrogate(value) or _has_surrogate(key):
-            paths.append(key)
+            paths.append(_escaped(key))
     return paths
+
+
+def _escaped(key: str) -> str:
+    """A key as storable text: lone surrogates become backslash-u escapes."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _get(item: dict[str, Any], path: str) -> Any:

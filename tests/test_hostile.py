@@ -1,0 +1,155 @@
+"""A corpus of hostile and broken input: each case has one expected outcome, never a crash.
+
+Payload-level cases expect a ``PushError`` reason; item-level cases expect the
+exact (field, code) errors of the item, or the exact normalized value stored.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from catalog_lake import PushError, settings
+from tests.conftest import GOOD_ITEM, make_item
+
+
+def nested(depth: int) -> dict:
+    value: dict = {"leaf": "x"}
+    for _ in range(depth):
+        value = {"n": value}
+    return value
+
+
+PAYLOADS = [
+    ("truncated", '{"items": [{"client_item_id": "a"', "invalid_json"),
+    ("not json", "items: a, b", "invalid_json"),
+    ("number", "42", "invalid_payload"),
+    ("string", '"items"', "invalid_payload"),
+    ("null", "null", "invalid_payload"),
+    ("list", "[]", "invalid_payload"),
+    ("items null", '{"items": null}', "invalid_payload"),
+    ("items string", '{"items": "abc"}', "invalid_payload"),
+    ("item null", '{"items": [null]}', "invalid_payload"),
+    ("item number", '{"items": [1]}', "invalid_payload"),
+    ("item list", '{"items": [[]]}', "invalid_payload"),
+    ("nested too deep", "[" * 50_000 + "]" * 50_000, "invalid_json"),
+    (
+        "deep inside an item",
+        '{"items": [' + '{"a":' * 50_000 + "1" + "}" * 50_000 + "]}",
+        "invalid_json",
+    ),
+    ("not utf-8", b'{"items": [{"name": "\xff"}]}', "invalid_json"),
+]
+
+
+@pytest.mark.parametrize(("case", "payload", "reason"), PAYLOADS, ids=[p[0] for p in PAYLOADS])
+def test_payload_level_refusals(catalog, case, payload, reason):
+    with pytest.raises(PushError) as caught:
+        catalog.push(payload)
+    assert caught.value.reason == reason
+    assert catalog.raw().empty
+
+
+def test_a_huge_payload_is_refused_before_parsing(catalog, monkeypatch):
+    monkeypatch.setattr(settings, "MAX_PAYLOAD_BYTES", 10_000)
+    payload = json.dumps({"items": [make_item(description="d" * 20_000)]})
+    with pytest.raises(PushError) as caught:
+        catalog.push(payload)
+    assert caught.value.reason == "payload_too_large"
+    with pytest.raises(PushError, match="payload_too_large"):
+        catalog.push({"items": [make_item(description="d" * 20_000)]})
+
+
+ITEMS = [
+    # (case, item as JSON text or dict, expected errors)
+    ("nan price", '"pricing_info": {"mrp": NaN, "sale_price": "1"}', [("pricing_info.mrp", "invalid_price")]),
+    ("infinite price", '"pricing_info": {"mrp": "1", "sale_price": Infinity}', [("pricing_info.sale_price", "invalid_price")]),
+    ("-infinity count", '"inventory_info": {"qty": -Infinity}', [("inventory_info.qty", "invalid_count")]),
+    ("overflowing number", '"pricing_info": {"mrp": 1e400, "sale_price": "1"}', [("pricing_info.mrp", "invalid_price")]),
+    ("huge integer", '"inventory_info": {"qty": 1000000000000000000000000000000}', [("inventory_info.qty", "invalid_count")]),
+    ("exponent price", '"pricing_info": {"mrp": "1e2", "sale_price": "1"}', [("pricing_info.mrp", "invalid_price")]),
+    ("fullwidth digits", '"pricing_info": {"mrp": "\\uff11\\uff12.00", "sale_price": "1"}', [("pricing_info.mrp", "invalid_price")]),
+    ("arabic-indic count", '"inventory_info": {"qty": "\\u0663"}', [("inventory_info.qty", "invalid_count")]),
+    ("duplicate key", '"name": "a", "name": "b"', [("name", "duplicate_key")]),
+    ("duplicate nested key", '"attributes": {"brand": "a", "brand": "b"}', [("attributes.brand", "duplicate_key")]),
+    ("lone surrogate", '"name": "bad \\udc00"', [("name", "invalid_text")]),
+    ("surrogate in an attribute", '"attributes": {"colour": "\\ud83d"}', [("attributes.colour", "invalid_text")]),
+    ("surrogate in a key", '"attributes": {"\\ud800": "x"}', [("attributes.\\ud800", "invalid_text")]),
+    ("deep nesting in a string attribute", '"attributes": {"size_chart": ' + json.dumps(nested(40)) + "}", [("attributes.size_chart", "invalid_string")]),
+    ("object for a boolean", '"attributes": {"returnable": {"value": true}}', [("attributes.returnable", "invalid_boolean")]),
+    ("list for a duration", '"attributes": {"time_to_ship": ["P1D"]}', [("attributes.time_to_ship", "invalid_duration")]),
+    ("text for a count", '"inventory_info": {"qty": "ten"}', [("inventory_info.qty", "invalid_count")]),
+    ("javascript url", '"images": ["javascript:alert(1)"]', [("images", "invalid_url")]),
+    ("url with spaces", '"images": ["https://img.example.com/a b.jpg"]', [("images", "invalid_url")]),
+    ("very long name", '"name": "' + "n" * 5_000 + '"', [("name", "text_too_long")]),
+    ("very long description", '"description": "' + "d" * 70_000 + '"', [("description", "text_too_long")]),
+    ("null everywhere", None, [
+        ("client_item_id", "missing_required_field"), ("lake_category", "missing_required_field"),
+        ("name", "missing_required_field"), ("pricing_info.mrp", "missing_required_field"),
+        ("pricing_info.sale_price", "missing_required_field"),
+    ]),
+    ("inventory_info is a list", '"inventory_info": [1, 2]', [("inventory_info", "invalid_type")]),
+    ("attributes is a string", '"attributes": "brand=x"', [("attributes", "invalid_type")]),
+]  # fmt: skip
+
+
+def item_text(override: str | None) -> str:
+    """GOOD_ITEM as JSON with some keys replaced by raw JSON text."""
+    if override is None:
+        return json.dumps({key: None for key in GOOD_ITEM})
+    base = {k: v for k, v in GOOD_ITEM.items() if f'"{k}"' not in override}
+    text = json.dumps(base)
+    return text[:-1] + ", " + override + "}"
+
+
+@pytest.mark.parametrize(("case", "override", "expected"), ITEMS, ids=[i[0] for i in ITEMS])
+def test_item_level_rejections(catalog, case, override, expected):
+    response = catalog.push('{"items": [' + item_text(override) + "]}")
+    assert response["catalog_push_failed_product_count"] == "1", response
+    (failure,) = response["catalog_push_failed_items"]
+    assert [(e["field"], e["code"]) for e in failure["errors"]] == expected
+    json.dumps(response)  # every error value is plain JSON, surrogates included
+    assert catalog.check(derive=False)["ok"]
+
+
+NORMALIZED = [
+    ("number for a name", {"name": 12345}, "name", "12345"),
+    ("float client id", {"client_item_id": 1.5}, "client_item_id", "1.5"),
+    ("control characters", {"name": "Tea\x00\x1b[31m Bags\u200b"}, "name", "Tea[31m Bags"),
+    ("html and entities", {"name": "<script>x</script>Tea &lt;3"}, "name", "xTea <3"),
+    ("crlf and tabs", {"description": "a\r\n\tb"}, "description", "a b"),
+    ("look-alike hyphen kept", {"client_item_id": "SKU\u20101"}, "client_item_id", "SKU\u20101"),
+    (
+        "unknown field kept",
+        {"seller": {"id": [1, {"x": None}]}},
+        "extra_fields",
+        '{"seller": {"id": [1, {"x": null}]}}',
+    ),
+    (
+        "unknown attribute kept",
+        {"attributes": {"warranty": 2}},
+        "extra_attributes",
+        '{"warranty": 2}',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "changes", "column", "stored"), NORMALIZED, ids=[n[0] for n in NORMALIZED]
+)
+def test_normalizations(catalog, case, changes, column, stored):
+    response = catalog.push({"items": [make_item(**changes)]})
+    assert response["catalog_push_failed_product_count"] == "0", response
+    assert catalog.items()[column].tolist() == [stored]
+
+
+def test_look_alike_ids_are_different_items(catalog):
+    catalog.push(
+        {"items": [make_item(client_item_id="SKU-1"), make_item(client_item_id="SKU\u20101")]}
+    )
+    assert catalog.items()["object_id"].tolist() == [1, 2]
+
+
+def test_corpus_size():
+    assert len(PAYLOADS) + 1 + len(ITEMS) + len(NORMALIZED) + 1 >= 45
