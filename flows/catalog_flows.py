@@ -55,6 +55,12 @@ def _lake_failure(task, task_run, state) -> bool:
 # their inputs are cheap to pass and must not be hashed.
 
 
+@task(name="repair", cache_policy=NONE, **IO_RETRIES)
+def repair_task(lake: str | None) -> list[str]:
+    """Finish pushes a killed run left between table commits, before new work."""
+    return [r["catalog_push_request_id"] for r in Catalog(lake).repair()]
+
+
 @task(name="plan-feeds", cache_policy=NONE, **IO_RETRIES)
 def plan_feeds(lake: str | None, source: str, pattern: str, force: bool) -> feeds.Plan:
     """Discover feed files and decide which are new or changed."""
@@ -79,6 +85,7 @@ def record_run(
     started_at: datetime,
     duration_s: float,
     flow_run_id: str | None,
+    repaired: list[str],
 ) -> dict[str, Any]:
     """Remember the files seen and keep the run summary in the lake."""
     catalog = Catalog(lake)
@@ -86,6 +93,7 @@ def record_run(
     summary = run_summary(
         plan.run_id, results, plan.skipped, duration_s=duration_s, flow_run_id=flow_run_id
     )
+    summary["repaired"] = repaired
     feeds.record_run(catalog, "ingest", plan.run_id, started_at, summary, flow_run_id)
     return summary
 
@@ -103,6 +111,7 @@ def ingest(
 
     started, started_at = time.perf_counter(), Catalog(lake).clock()
     run_id = str(flow_run.id) if flow_run.id else None
+    repaired = repair_task(lake)
     plan = plan_feeds(lake, source, pattern, force)
     results = list(plan.refused)
     for feed in plan.to_ingest:
@@ -111,7 +120,9 @@ def ingest(
             results.append(state.result())
         else:  # retries exhausted: record it, go on with the other files
             results.append(feeds.FileResult(feed, "error", error=str(state.message)))
-    summary = record_run(lake, plan, results, started_at, time.perf_counter() - started, run_id)
+    summary = record_run(
+        lake, plan, results, started_at, time.perf_counter() - started, run_id, repaired
+    )
     create_markdown_artifact(
         key="ingest-summary", markdown=summary_markdown(summary), description="Ingest run summary"
     )

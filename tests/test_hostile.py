@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 
 from catalog_lake import PushError, settings
@@ -153,3 +154,43 @@ def test_look_alike_ids_are_different_items(catalog):
 
 def test_corpus_size():
     assert len(PAYLOADS) + 1 + len(ITEMS) + len(NORMALIZED) + 1 >= 45
+
+
+def test_schema_drift_loses_nothing_and_never_changes_the_tables(catalog, clock):
+    from datetime import timedelta
+
+    from catalog_lake.schemas import ITEMS, RECORDS
+
+    catalog.push({"items": [make_item(attributes__warranty="1 year")]})
+    clock.now += timedelta(seconds=1)
+    # a new attribute name, then a known attribute arriving with another type
+    catalog.push(
+        {"items": [make_item(attributes__warranty={"years": 2}, attributes__brand=["A", "B"])]}
+    )
+    item = catalog.items().iloc[0]
+    assert (item["attr_brand"], json.loads(item["extra_attributes"])) == (
+        "Aashirvaad",
+        {"warranty": "1 year"},
+    )
+    assert catalog.rejects()["codes"].map(list).tolist() == [["invalid_string"]]
+    assert json.loads(catalog.raw()["item_json"][1])["attributes"]["warranty"] == {"years": 2}
+    for name, schema in (("items", ITEMS), ("records", RECORDS)):
+        stored = catalog.lake.table(name).schema().to_arrow()
+        assert pa.schema(stored).names == schema.names
+
+
+def test_storage_credentials_never_reach_tables_logs_or_reprs(tmp_path, capsys):
+    from catalog_lake import Catalog
+    from catalog_lake.feeds import ingest
+
+    secret = "s3cr3t-key-value"
+    catalog = Catalog(tmp_path / "lake", storage_options={"AWS_SECRET_ACCESS_KEY": secret})
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    (feeds / "a.json").write_text(json.dumps({"items": [make_item()]}))
+    summary = ingest(catalog, feeds)
+    assert secret not in repr(catalog) + repr(catalog.lake) + json.dumps(summary, default=str)
+    assert secret not in capsys.readouterr().out
+    for path in (tmp_path / "lake").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes()

@@ -84,3 +84,18 @@ def test_re_sending_after_repair_keeps_the_same_ids(tmp_path, clock):
     again = catalog.push(PAYLOAD)
     assert again["items"] == [{"a": "1"}, {"c": "2"}]
     assert len(catalog.items()) == 2
+
+
+def test_an_ingest_run_finishes_interrupted_pushes_first(tmp_path, clock):
+    from catalog_lake.feeds import ingest
+
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.lake = CrashingLake(catalog.lake.uri, fail_on="pushes")
+    with pytest.raises(PushError) as caught:
+        catalog.push(PAYLOAD)
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    empty = tmp_path / "feeds"
+    empty.mkdir()
+    summary = ingest(catalog, empty)
+    assert summary["repaired"] == [caught.value.request_id]
+    assert catalog.check()["ok"]

@@ -113,11 +113,8 @@ class Catalog:
         request_id = str(uuid.uuid4())
         with self._timed("parse"):
             parsed = parse_push(product_object)
-        digest = payload_digest(parsed)
         if idempotency_key is not None:
-            earlier = self._earlier_push(idempotency_key, digest)
-            if earlier is not None:
-                return earlier
+            _check_key(idempotency_key)
         return self._ingest(
             parsed,
             request_id=request_id,
@@ -127,7 +124,6 @@ class Catalog:
             flow_run_id=flow_run_id,
             replay=False,
             idempotency_key=idempotency_key,
-            digest=digest,
         )
 
     def _earlier_push(self, key: str, digest: str) -> dict[str, Any] | None:
@@ -138,10 +134,6 @@ class Catalog:
         versions would need a number per key and are not enforced by
         deltalake anyway (we would check them ourselves just the same).
         """
-        if not isinstance(key, str) or not key.strip() or len(key) > 256:
-            raise PushError(
-                "invalid_idempotency_key", "idempotency_key must be 1 to 256 characters"
-            )
         found = self.lake.read(
             "pushes",
             'SELECT payload_sha256, response_json FROM "pushes" '
@@ -198,29 +190,29 @@ class Catalog:
         flow_run_id: str | None,
         replay: bool,
         idempotency_key: str | None = None,
-        digest: str | None = None,
     ) -> dict[str, Any]:
         with ExitStack() as stack:
             try:
                 stack.enter_context(self.lake.writing())
             except LakeError as exc:
                 raise _write_failed(exc, request_id, raw_written=replay) from exc
-            return self._ingest_locked(
-                parsed,
-                request_id=request_id,
-                received_at=received_at,
-                started=started,
-                source=source,
-                flow_run_id=flow_run_id,
-                replay=replay,
-                idempotency_key=idempotency_key,
-                digest=digest,
-            )
+            digest = payload_digest(parsed)
+            if idempotency_key is not None:
+                # Under the writer lock: two pushes with one key cannot both pass.
+                try:
+                    earlier = self._earlier_push(idempotency_key, digest)
+                except (DeltaError, OSError, LakeError) as exc:
+                    raise _write_failed(exc, request_id, raw_written=replay) from exc
+                if earlier is not None:
+                    return earlier
+            return self._write(
+                parsed, request_id, received_at, started, source, flow_run_id, replay,
+                idempotency_key, digest,
+            )  # fmt: skip
 
-    def _ingest_locked(
+    def _write(
         self,
         parsed: ParsedPush,
-        *,
         request_id: str,
         received_at: datetime,
         started: float,
@@ -228,7 +220,7 @@ class Catalog:
         flow_run_id: str | None,
         replay: bool,
         idempotency_key: str | None,
-        digest: str | None,
+        digest: str,
     ) -> dict[str, Any]:
         n = len(parsed.items)
         try:
@@ -295,7 +287,7 @@ class Catalog:
                 "source": [source],
                 "flow_run_id": [flow_run_id],
                 "idempotency_key": [idempotency_key],
-                "payload_sha256": [digest or payload_digest(parsed)],
+                "payload_sha256": [digest],
                 "response_json": [json.dumps(response, ensure_ascii=False)],
             }
             with self._timed("write_pushes"):
@@ -499,6 +491,11 @@ class Catalog:
         return _pandas(self.lake.read("raw")).sort_values(
             ["received_at", "index"], ignore_index=True
         )
+
+
+def _check_key(key: Any) -> None:
+    if not isinstance(key, str) or not key.strip() or len(key) > 256:
+        raise PushError("invalid_idempotency_key", "idempotency_key must be 1 to 256 characters")
 
 
 def payload_digest(parsed: ParsedPush) -> str:

@@ -285,6 +285,10 @@ def ingest(
     """Ingest every new or changed feed file under ``source``; return the run summary."""
     started, started_at = time.perf_counter(), catalog.clock()
     catalog.lake.ensure()
+    # A push interrupted earlier (a killed run) is finished before new work.
+    repaired = [r["catalog_push_request_id"] for r in catalog.repair()]
+    if repaired:
+        progress("repaired", pushes=len(repaired))
     plan_ = plan(catalog, source, pattern, force)
     progress("plan", files=len(plan_.to_ingest), skipped=len(plan_.skipped))
     results = list(plan_.refused)
@@ -303,6 +307,7 @@ def ingest(
         duration_s=time.perf_counter() - started,
         flow_run_id=flow_run_id,
     )
+    summary["repaired"] = repaired
     record_run(catalog, "ingest", plan_.run_id, started_at, summary, flow_run_id)
     return summary
 
