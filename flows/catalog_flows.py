@@ -216,5 +216,13 @@ def _report_markdown(title: str, report: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
+    import json
+
+    from catalog_lake import FAILED_ITEMS_KEY, RESPONSE_KEYS
+
     result = ingest(source=sys.argv[1] if len(sys.argv) > 1 else "data/feeds")
+    for batch in result["batches"]:
+        response = {key: batch[key] for key in (*RESPONSE_KEYS, FAILED_ITEMS_KEY)}
+        print(f"push response for {batch['file']}:")
+        print(json.dumps(response, indent=2, ensure_ascii=False))
     print(summary_markdown(result))

@@ -297,8 +297,9 @@ def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: st
     if missing or list(partitions) != PARTITIONS.get(name, []):
         raise LakeError(
             f"table {name!r} in {uri} has an older layout (missing {', '.join(missing) or 'none'}; "
-            f"partitioned by {list(partitions)}); replay it into a new lake: "
-            "point CATALOG_LAKE_URI at a new folder and push the raw table's items again"
+            f"partitioned by {list(partitions)}) that this version cannot write; use a new lake "
+            "(--lake or CATALOG_LAKE_URI) and re-ingest the feeds, or push the old raw "
+            "table's item_json into it"
         )
 
 
