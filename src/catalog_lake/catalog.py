@@ -31,6 +31,25 @@ from .validate import Validation, validate
 Clock = Callable[[], datetime]
 
 
+@dataclass(frozen=True)
+class _Push:
+    """One push on its way through ``_ingest``: the payload and where it came from."""
+
+    parsed: ParsedPush
+    request_id: str
+    received_at: datetime
+    started: float
+    source: str | None
+    flow_run_id: str | None = None
+    idempotency_key: str | None = None
+    replay: bool = False
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the items as received (what an idempotency key is bound to)."""
+        return payload_digest(self.parsed)
+
+
 @dataclass
 class Derived:
     """What a batch of items becomes, before anything is written."""
@@ -116,14 +135,7 @@ class Catalog:
         if idempotency_key is not None:
             _check_key(idempotency_key)
         return self._ingest(
-            parsed,
-            request_id=request_id,
-            received_at=received_at,
-            started=started,
-            source=source,
-            flow_run_id=flow_run_id,
-            replay=False,
-            idempotency_key=idempotency_key,
+            _Push(parsed, request_id, received_at, started, source, flow_run_id, idempotency_key)
         )
 
     def _earlier_push(self, key: str, digest: str) -> dict[str, Any] | None:
@@ -179,49 +191,27 @@ class Catalog:
             records = derive_records(items, price_time, self.synonyms)
         return Derived(checked, client_ids, items, records)
 
-    def _ingest(
-        self,
-        parsed: ParsedPush,
-        *,
-        request_id: str,
-        received_at: datetime,
-        started: float,
-        source: str | None,
-        flow_run_id: str | None,
-        replay: bool,
-        idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    def _ingest(self, push: _Push) -> dict[str, Any]:
+        """Run one push (or the replay of one) under the lake's writer lock."""
         with ExitStack() as stack:
             try:
                 stack.enter_context(self.lake.writing())
             except LakeError as exc:
-                raise _write_failed(exc, request_id, raw_written=replay) from exc
-            digest = payload_digest(parsed)
-            if idempotency_key is not None:
+                raise _write_failed(exc, push.request_id, raw_written=push.replay) from exc
+            if push.idempotency_key is not None:
                 # Under the writer lock: two pushes with one key cannot both pass.
                 try:
-                    earlier = self._earlier_push(idempotency_key, digest)
+                    earlier = self._earlier_push(push.idempotency_key, push.digest)
                 except (DeltaError, OSError, LakeError) as exc:
-                    raise _write_failed(exc, request_id, raw_written=replay) from exc
+                    raise _write_failed(exc, push.request_id, raw_written=push.replay) from exc
                 if earlier is not None:
                     return earlier
-            return self._write(
-                parsed, request_id, received_at, started, source, flow_run_id, replay,
-                idempotency_key, digest,
-            )  # fmt: skip
+            return self._write(push)
 
-    def _write(
-        self,
-        parsed: ParsedPush,
-        request_id: str,
-        received_at: datetime,
-        started: float,
-        source: str | None,
-        flow_run_id: str | None,
-        replay: bool,
-        idempotency_key: str | None,
-        digest: str,
-    ) -> dict[str, Any]:
+    def _write(self, push: _Push) -> dict[str, Any]:
+        parsed, request_id, received_at = push.parsed, push.request_id, push.received_at
+        source, flow_run_id, replay = push.source, push.flow_run_id, push.replay
+        idempotency_key, digest = push.idempotency_key, push.digest
         n = len(parsed.items)
         try:
             self.lake.ensure()
@@ -280,7 +270,7 @@ class Catalog:
                 "request_id": [request_id],
                 "received_at": [received_at],
                 "finished_at": [self.clock()],
-                "duration_ms": [(time.perf_counter() - started) * 1000.0],
+                "duration_ms": [(time.perf_counter() - push.started) * 1000.0],
                 "received": [n],
                 "success": [len(stored)],
                 "failed": [len(failed)],
@@ -403,13 +393,9 @@ class Catalog:
             received_at = rows["received_at"][0].as_py()
             responses.append(
                 self._ingest(
-                    parsed,
-                    request_id=request_id,
-                    received_at=received_at,
-                    started=time.perf_counter(),
-                    source="repair",
-                    flow_run_id=None,
-                    replay=True,
+                    _Push(
+                        parsed, request_id, received_at, time.perf_counter(), "repair", replay=True
+                    )
                 )
             )
         return responses
