@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from .catalog import Catalog
-from .lake import quote
+from .lake import quote, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .schemas import ITEMS, RECORDS
 
@@ -31,18 +31,12 @@ def _scope_sql(
 ) -> str:
     clauses = []
     if since is not None:
-        clauses.append(f"received_at >= {_ts(since)}")
+        clauses.append(f"received_at >= {sql_timestamp(since)}")
     if until is not None:
-        clauses.append(f"received_at < {_ts(until)}")
+        clauses.append(f"received_at < {sql_timestamp(until)}")
     if request_ids:
         clauses.append(f"request_id IN ({', '.join(quote(r) for r in request_ids)})")
     return " AND ".join(clauses) or "TRUE"
-
-
-def _ts(value: datetime) -> str:
-    stamp = pd.Timestamp(value)
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return f"TIMESTAMP '{stamp.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z'"
 
 
 def backfill(

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ class _Push:
     idempotency_key: str | None = None
     replay: bool = False
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """SHA-256 of the items as received (what an idempotency key is bound to)."""
         return payload_digest(self.parsed)

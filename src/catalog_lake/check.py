@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pandas as pd
-
 from .catalog import Catalog
 
 _MAX_EXAMPLES = 5
@@ -112,8 +110,16 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     current = dict(
         zip(items["client_item_id"], items["object_id"].astype("int64").astype(str), strict=True)
     )
-    changed = []
-    for request_id, text in zip(pushes["request_id"], pushes["response_json"], strict=True):
+    changed, disagreeing = [], []
+    rows = zip(
+        pushes["request_id"],
+        pushes["response_json"],
+        pushes["received"],
+        pushes["success"],
+        pushes["failed"],
+        strict=True,
+    )
+    for request_id, text, received, success, failed in rows:
         response = json.loads(text)
         for entry in response["items"]:
             for client_id, service_id in entry.items():
@@ -127,10 +133,16 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
                         }
                     )
         # 4. the stored row agrees with the response it returned.
-        if str(response["catalog_push_received_product_count"]) != str(
-            pushes_row(pushes, request_id, "received")
-        ) or int(response["catalog_push_success_product_count"]) != len(response["items"]):
-            violation(4, "pushes row disagrees with its response", [request_id])
+        counts = (
+            response["catalog_push_received_product_count"],
+            response["catalog_push_success_product_count"],
+            response["catalog_push_failed_product_count"],
+        )
+        if counts != (str(received), str(success), str(failed)) or int(success) != len(
+            response["items"]
+        ):
+            disagreeing.append(request_id)
+    violation(4, "pushes row disagrees with its response", disagreeing)
     violation(2, "a client_item_id's service id changed after it was returned", changed)
 
     # 3. records equal a fresh derivation from raw.
@@ -156,8 +168,3 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
         "records": len(records),
         "violations": violations,
     }
-
-
-def pushes_row(pushes: pd.DataFrame, request_id: str, column: str) -> Any:
-    """One value of the pushes row of ``request_id``."""
-    return pushes.loc[pushes["request_id"] == request_id, column].iloc[0]

@@ -13,9 +13,11 @@ import random
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, QueryBuilder
@@ -156,29 +158,62 @@ class Lake:
             data = data.filter(mask)
         if data.num_rows == 0:
             return {}
-        predicate = "t.client_item_id = s.client_item_id"
+        return self._merge(
+            name,
+            data,
+            metadata,
+            lambda merger: merger.when_matched_update_all(
+                predicate="s.updated_at >= t.updated_at"
+            ).when_not_matched_insert_all(),
+        )
+
+    def update_matched(
+        self,
+        name: str,
+        data: pa.Table,
+        updates: dict[str, str],
+        metadata: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Update some columns of the rows whose ``client_item_id`` is in ``data``; never insert."""
+        return self._merge(name, data, metadata, lambda m: m.when_matched_update(updates=updates))
+
+    def _merge(self, name: str, data: pa.Table, metadata, clauses) -> dict[str, Any]:
+        """Merge on ``client_item_id``, retrying a lost commit race with jittered backoff."""
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             table = self.table(name)
             if table is None:
                 raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
+            merger = table.merge(
+                data,
+                predicate="t.client_item_id = s.client_item_id",
+                source_alias="s",
+                target_alias="t",
+                commit_properties=CommitProperties(custom_metadata=metadata or {}),
+            )
             try:
-                return (
-                    table.merge(
-                        data,
-                        predicate=predicate,
-                        source_alias="s",
-                        target_alias="t",
-                        commit_properties=CommitProperties(custom_metadata=metadata or {}),
-                    )
-                    .when_matched_update_all(predicate="s.updated_at >= t.updated_at")
-                    .when_not_matched_insert_all()
-                    .execute()
-                )
+                return clauses(merger).execute()
             except CommitFailedError:
                 if attempt == MERGE_ATTEMPTS:
                     raise
                 time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
+
+    def tidy(self, name: str, *, compact: bool, vacuum: bool, retention_hours: int) -> dict:
+        """Compact small files and vacuum unreferenced ones older than the retention."""
+        table = self.table(name)
+        if table is None:
+            return {}
+        done: dict[str, Any] = {}
+        if compact:
+            metrics = table.optimize.compact()
+            done["files_added"] = metrics.get("numFilesAdded", 0)
+            done["files_removed"] = metrics.get("numFilesRemoved", 0)
+        if vacuum:
+            removed = table.vacuum(
+                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
+            )
+            done["files_vacuumed"] = len(removed)
+        return done
 
     # --- reads --------------------------------------------------------------
 
@@ -306,6 +341,13 @@ def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: st
 def quote(value: str) -> str:
     """A SQL string literal; values come from validated items or request ids."""
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def sql_timestamp(value: datetime) -> str:
+    """A SQL timestamp literal in UTC (a naive datetime is taken as UTC)."""
+    stamp = pd.Timestamp(value)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return f"TIMESTAMP '{stamp.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z'"
 
 
 def _conform(result: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:

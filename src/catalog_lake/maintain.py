@@ -7,7 +7,6 @@ loses a file it still needs.
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime
 from typing import Any
@@ -15,8 +14,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from .backfill import _ts
 from .catalog import Catalog
+from .lake import sql_timestamp
 from .records import Batch, derive_records
 from .schemas import ITEMS, RECORDS, STR_LIST, TABLES
 
@@ -34,8 +33,8 @@ def last_maintenance(catalog: Catalog) -> datetime | None:
 
 def reprice(catalog: Catalog, since: datetime | None, now: datetime) -> int:
     """Re-derive records whose discount window opened or closed in (since, now]."""
-    since_sql = _ts(since) if since is not None else "TIMESTAMP '1970-01-01T00:00:00Z'"
-    now_sql = _ts(now)
+    since_sql = sql_timestamp(since) if since is not None else "TIMESTAMP '1970-01-01T00:00:00Z'"
+    now_sql = sql_timestamp(now)
     crossed = (
         f"((discount_start_date > {since_sql} AND discount_start_date <= {now_sql}) OR "
         f"(discount_end_date > {since_sql} AND discount_end_date <= {now_sql}))"
@@ -77,35 +76,14 @@ def maintain(
         "tables": {},
     }
     for name in TABLES:
-        table = catalog.lake.table(name)
-        if table is not None:
-            with catalog.lake.writing():
-                report["tables"][name] = _tidy(table, compact, vacuum, retention_hours)
+        with catalog.lake.writing():
+            done = catalog.lake.tidy(
+                name, compact=compact, vacuum=vacuum, retention_hours=retention_hours
+            )
+        if done:
+            report["tables"][name] = done
     report["duration_s"] = round(time.perf_counter() - started, 3)
     from .feeds import record_run
 
     record_run(catalog, "maintain", f"maintain-{started_at.isoformat()}", started_at, report, None)
     return report
-
-
-def _tidy(table, compact: bool, vacuum: bool, retention_hours: int) -> dict[str, Any]:
-    """Compact and vacuum one table; the caller holds the writer lock."""
-    table.update_incremental()
-    done: dict[str, Any] = {}
-    if compact:
-        metrics = table.optimize.compact()
-        done["files_added"] = metrics.get("numFilesAdded", 0)
-        done["files_removed"] = metrics.get("numFilesRemoved", 0)
-    if vacuum:
-        removed = table.vacuum(
-            retention_hours=retention_hours,
-            dry_run=False,
-            enforce_retention_duration=False,
-        )
-        done["files_vacuumed"] = len(removed)
-    return done
-
-
-def report_json(report: dict[str, Any]) -> str:
-    """The maintain report as JSON text."""
-    return json.dumps(report, indent=2, default=str)

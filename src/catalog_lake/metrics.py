@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 import pandera.pandas as pa
 import pyarrow as pa_
-from deltalake.exceptions import CommitFailedError
 
 from .catalog import Catalog
 from .errors import CatalogLakeError
@@ -89,7 +88,9 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
         updates = {c: f"coalesce(s.{c}, t.{c})" for c in columns}
         with catalog.lake.writing():
             for table in ("items", "records"):
-                _merge_metrics(catalog, table, source, updates)
+                catalog.lake.update_matched(
+                    table, source, updates, {"catalog_lake.operation": "metrics"}
+                )
         updated = len(frame)
     return {
         "file": str(path),
@@ -98,21 +99,3 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
         "unknown_ids": unknown,
         "invalid_rows": invalid,
     }
-
-
-def _merge_metrics(
-    catalog: Catalog, table: str, source: pa_.Table, updates: dict[str, str]
-) -> None:
-    for attempt in range(5):
-        dt = catalog.lake.table(table)
-        try:
-            dt.merge(
-                source,
-                predicate="t.client_item_id = s.client_item_id",
-                source_alias="s",
-                target_alias="t",
-            ).when_matched_update(updates=updates).execute()
-            return
-        except CommitFailedError:
-            if attempt == 4:
-                raise

@@ -17,7 +17,7 @@ import pandera.pandas as pa
 from . import clean, settings
 from .errors import ErrorCode, item_error
 from .parse import ParsedPush, Unencodable
-from .schemas import CONTAINERS, FIELDS, FIELDS_BY_SOURCE, item_schema
+from .schemas import FIELDS, FIELDS_BY_SOURCE, item_schema
 
 _MAX_VALUE_CHARS = 200
 
@@ -171,4 +171,4 @@ def _message(code: ErrorCode, field: str, value: Any) -> str:
     return f"{field} is invalid: {shown}"
 
 
-__all__ = ["CONTAINERS", "Validation", "prepare", "validate"]
+__all__ = ["Validation", "prepare", "validate"]
