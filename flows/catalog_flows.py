@@ -67,14 +67,23 @@ def plan_feeds(lake: str | None, source: str, pattern: str, force: bool) -> feed
     return feeds.plan(Catalog(lake), source, pattern, force)
 
 
-@task(name="ingest-feed", cache_policy=NONE, retry_condition_fn=_lake_failure, **IO_RETRIES)
-def ingest_feed(
-    lake: str | None, feed: feeds.FeedFile, batch_size: int, flow_run_id: str | None
-) -> feeds.FileResult:
-    """Push one feed file in batches."""
-    result = feeds.ingest_file(Catalog(lake), feed, batch_size, flow_run_id)
-    get_run_logger().info("%s: %s, %d items", feed.path, result.status, result.items)
-    return result
+@task(name="ingest-feeds", cache_policy=NONE, retry_condition_fn=_lake_failure, **IO_RETRIES)
+def ingest_feeds(
+    lake: str | None, files: list[feeds.FeedFile], batch_size: int, flow_run_id: str | None
+) -> list[feeds.FileResult]:
+    """Push a group of feed files; a lake failure fails the task so Prefect retries it.
+
+    A retry repeats the whole group: batches that landed are skipped by their
+    idempotency keys, so each item is still stored once with the same id.
+    """
+    results = feeds.ingest_files(Catalog(lake), files, batch_size, flow_run_id)
+    logger = get_run_logger()
+    for result in results:
+        logger.info("%s: %s, %d items", result.feed.path, result.status, result.items)
+    failed = [r for r in results if r.status == "error"]
+    if failed:
+        raise PushError("lake_write_failed", f"{failed[0].feed.path}: {failed[0].error}")
+    return results
 
 
 @task(name="record-run", cache_policy=NONE, **IO_RETRIES)
@@ -114,12 +123,12 @@ def ingest(
     repaired = repair_task(lake)
     plan = plan_feeds(lake, source, pattern, force)
     results = list(plan.refused)
-    for feed in plan.to_ingest:
-        state = ingest_feed(lake, feed, batch_size, run_id, return_state=True)
+    for group in feeds.file_groups(plan.to_ingest):
+        state = ingest_feeds(lake, group, batch_size, run_id, return_state=True)
         if state.is_completed():
-            results.append(state.result())
-        else:  # retries exhausted: record it, go on with the other files
-            results.append(feeds.FileResult(feed, "error", error=str(state.message)))
+            results += state.result()
+        else:  # retries exhausted: record them, go on with the other files
+            results += [feeds.FileResult(f, "error", error=str(state.message)) for f in group]
     summary = record_run(
         lake, plan, results, started_at, time.perf_counter() - started, run_id, repaired
     )

@@ -21,13 +21,24 @@ from .errors import ErrorCode, PushError, item_error
 NESTED = ("inventory_info", "pricing_info", "attributes")
 
 
-class NonFinite(str):
+class NonFinite:
     """A JSON NaN or Infinity, kept visible so no check mistakes it for absent.
 
     pandas treats float NaN as "missing", so an item that sent ``NaN`` for a
     price would otherwise pass as if it sent nothing (SPEC 2.5 wants finite
-    money; stdlib json accepts NaN silently).
+    money; stdlib json accepts NaN silently). Not a ``str`` subclass, so a
+    column holding one is never taken for a column of text.
     """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
 
 
 class Unencodable:
@@ -266,6 +277,24 @@ def _dump_pairs(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ",".join(_dump_pairs(v) for v in value) + "]"
     return json.dumps(value, ensure_ascii=True)
+
+
+def combine(parsed: list[ParsedPush]) -> ParsedPush:
+    """Several parsed pushes as one, items numbered in order (for group writes)."""
+    if len(parsed) == 1:
+        return parsed[0]
+    errors: dict[int, list[dict[str, Any]]] = {}
+    offset = 0
+    for one in parsed:
+        errors.update({offset + index: errs for index, errs in one.errors.items()})
+        offset += len(one.items)
+    frame = pd.concat([one.frame for one in parsed], ignore_index=True, sort=False)
+    return ParsedPush(
+        items=[item for one in parsed for item in one.items],
+        item_json=[text for one in parsed for text in one.item_json],
+        frame=frame.astype(object),
+        errors=errors,
+    )
 
 
 def payload_from_raw(item_json: list[str]) -> str:

@@ -214,17 +214,18 @@ def _load_synonyms(path: str) -> Synonyms:
     return Synonyms(tuple(groups))
 
 
-def current_price(items: pd.DataFrame, now: datetime) -> pd.Series:
+def current_price(items: pd.DataFrame, now: datetime | None) -> pd.Series:
     """SPEC price rule: discounted_price inside the discount window, else sale_price.
 
     An empty start or end leaves that side of the window open; a bare end
-    date covers the whole day (coercion made it the next midnight).
+    date covers the whole day (coercion made it the next midnight). ``now``
+    None means each item's own ``updated_at``: the moment its push arrived.
     """
-    now_ts = (
-        pd.Timestamp(now).tz_convert("UTC")
-        if pd.Timestamp(now).tzinfo
-        else pd.Timestamp(now, tz="UTC")
-    )
+    if now is None:
+        now_ts = items["updated_at"].astype("datetime64[us, UTC]")
+    else:
+        stamp = pd.Timestamp(now)
+        now_ts = stamp.tz_convert("UTC") if stamp.tzinfo else stamp.tz_localize("UTC")
     sale = pd.to_numeric(items["sale_price"], errors="coerce")
     discounted = pd.to_numeric(items["discounted_price"], errors="coerce")
     start = pd.Series(items["discount_start_date"])
@@ -321,8 +322,10 @@ def _categories(items: pd.DataFrame) -> pa.Array:
     return clean.list_array(both[~keys.duplicated().to_numpy()], len(items))
 
 
-def derive_records(items: Batch, now: datetime, synonyms: Synonyms) -> Batch:
+def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Batch:
     """Flat search records (SPEC 1 and 2.1) from typed item rows.
+
+    ``now`` is the instant of the price rule (None: each item's push time).
 
     No nested objects: categories, tags and synonyms are lists of strings,
     everything else a scalar a search engine can filter or rank on.

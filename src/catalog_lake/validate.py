@@ -16,7 +16,7 @@ import pandera.pandas as pa
 
 from . import clean, settings
 from .errors import ErrorCode, item_error
-from .parse import ParsedPush, Unencodable
+from .parse import NonFinite, ParsedPush, Unencodable
 from .schemas import FIELDS, FIELDS_BY_SOURCE, item_schema
 
 _MAX_VALUE_CHARS = 200
@@ -108,10 +108,9 @@ def _duplicate_errors(frame: pd.DataFrame, groups: pd.Series | None):
 def _jsonable(value: Any) -> Any:
     if value is None or (isinstance(value, float) and value != value):
         return None
-    if isinstance(value, Unencodable):
-        return str(value)
+    if isinstance(value, (Unencodable, NonFinite)):
+        return str(value)  # the text sent, e.g. "NaN"
     if isinstance(value, str):
-        value = str(value)  # NonFinite markers become plain text ("NaN")
         if len(value) > _MAX_VALUE_CHARS:
             return value[:_MAX_VALUE_CHARS] + "…"
         return value
