@@ -1,11 +1,12 @@
 """catalog-lake: product feeds in, validated flat search records out, on Delta Lake."""
 
-from .catalog import Catalog
+from .catalog import Catalog, PushRequest
 from .errors import CatalogLakeError, ErrorCode, LakeError, PushError
 from .records import Synonyms
 from .summary import FAILED_ITEMS_KEY, RESPONSE_KEYS, push_response
 
 __all__ = [
+    "PushRequest",
     "FAILED_ITEMS_KEY",
     "RESPONSE_KEYS",
     "Catalog",

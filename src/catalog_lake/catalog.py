@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -170,6 +170,9 @@ class Catalog:
         pushes = []
         for number, request in enumerate(requests):
             received_at = self.clock()
+            if pushes and received_at <= pushes[-1].received_at:
+                # Replays follow received_at: a group's pushes must not tie.
+                received_at = pushes[-1].received_at + timedelta(microseconds=1)
             if request.idempotency_key is not None:
                 _check_key(request.idempotency_key)
             with self.timed("parse"):
@@ -246,15 +249,17 @@ class Catalog:
         superseded = pd.Series(False, index=passed.index)
         superseded[passed] = client_ids[passed].duplicated(keep="last")
         keep = passed & ~superseded
-        # An item new to the lake was first seen by the first push that sent it.
-        first_at = pd.Series(received_at.to_numpy(), index=passed.index)[passed]
-        first_at = first_at.groupby(client_ids[passed].to_numpy()).transform("min")
+        # An item new to the lake was first seen by the first push that sent
+        # it, and takes its id in that order, as if the pushes came one by one.
+        first = pd.DataFrame(
+            {"at": received_at.to_numpy(), "position": np.arange(len(passed))},
+            index=passed.index,
+        )[passed]
+        first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
         with self.timed("typed_items"):
             typed = typed_items(checked.frame[keep])
         with self.timed("ids"):
-            items = self._with_ids(
-                typed, request_ids[keep], received_at[keep], first_at[keep[passed]]
-            )
+            items = self._with_ids(typed, request_ids[keep], received_at[keep], first)
         with self.timed("records"):
             records = derive_records(items, price_time, self.synonyms)
         return Derived(checked, client_ids, items, records)
@@ -409,7 +414,7 @@ class Catalog:
         items: Batch,
         request_ids: pd.Series,
         received_at: pd.Series,
-        first_at: pd.Series,
+        first: pd.DataFrame,
     ) -> Batch:
         """Give every item its service id: the stored one, or the next free number.
 
@@ -432,13 +437,16 @@ class Catalog:
         object_id = pd.Series(aligned["object_id"].to_numpy(), index=frame.index).astype("Int64")
         new = object_id.isna()
         first_free = self.lake.max_value("items", "object_id") + 1
-        object_id[new] = np.arange(first_free, first_free + int(new.sum()), dtype="int64")
+        order = np.argsort(first["position"].to_numpy()[new.to_numpy()], kind="stable")
+        fresh = np.empty(int(new.sum()), dtype="int64")
+        fresh[order] = np.arange(first_free, first_free + len(fresh), dtype="int64")
+        object_id[new] = fresh
         received = pd.Series(
             pd.to_datetime(received_at.to_numpy(), utc=True), index=frame.index
         ).astype("datetime64[us, UTC]")
         first_seen = pd.Series(aligned["first_seen_at"].array, index=frame.index)
         first_pushed = pd.Series(
-            pd.to_datetime(first_at.to_numpy(), utc=True), index=frame.index
+            pd.to_datetime(first["at"].to_numpy(), utc=True), index=frame.index
         ).astype("datetime64[us, UTC]")
         frame["object_id"] = object_id.astype("int64")
         frame["known"] = ~new.to_numpy()
@@ -453,10 +461,18 @@ class Catalog:
     # --- repair -----------------------------------------------------------------
 
     def interrupted(self) -> list[str]:
-        """Request ids that reached the raw table but never got a pushes row."""
-        raw = self.lake.read("raw", 'SELECT DISTINCT request_id FROM "raw"')
+        """Request ids that reached the raw table but never got a pushes row.
+
+        In the order they were received, which is the order a replay must
+        follow (a group of pushes interrupted together replays push by push).
+        """
+        raw = self.lake.read(
+            "raw",
+            'SELECT request_id, min(received_at) AS received_at FROM "raw" '
+            "GROUP BY request_id ORDER BY received_at, request_id",
+        )
         done = set(self.lake.read("pushes")["request_id"].to_pylist())
-        return sorted(r for r in raw["request_id"].to_pylist() if r not in done)
+        return [r for r in raw["request_id"].to_pylist() if r not in done]
 
     def repair(self) -> list[dict[str, Any]]:
         """Finish every interrupted push by replaying it from the raw table.

@@ -349,8 +349,13 @@ def ingest(
     force: bool = False,
     flow_run_id: str | None = None,
     progress: Progress = _quiet,
+    group_items: int = DEFAULT_GROUP_ITEMS,
 ) -> dict[str, Any]:
-    """Ingest every new or changed feed file under ``source``; return the run summary."""
+    """Ingest every new or changed feed file under ``source``; return the run summary.
+
+    ``batch_size`` is the items per push, ``group_items`` the items of
+    consecutive pushes written with one commit per table (``ingest_files``).
+    """
     started, started_at = time.perf_counter(), catalog.clock()
     catalog.lake.ensure()
     # A push interrupted earlier (a killed run) is finished before new work.
@@ -360,7 +365,9 @@ def ingest(
     plan_ = plan(catalog, source, pattern, force)
     progress("plan", files=len(plan_.to_ingest), skipped=len(plan_.skipped))
     results = list(plan_.refused)
-    results += ingest_files(catalog, plan_.to_ingest, batch_size, flow_run_id, progress)
+    results += ingest_files(
+        catalog, plan_.to_ingest, batch_size, flow_run_id, progress, group_items
+    )
     record_files(catalog, plan_, results, flow_run_id)
     summary = run_summary(
         plan_.run_id,
