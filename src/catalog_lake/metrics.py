@@ -13,6 +13,7 @@ import pandas as pd
 import pandera.pandas as pa
 import pyarrow as pa_
 
+from . import settings
 from .catalog import Catalog
 from .errors import CatalogLakeError
 
@@ -74,15 +75,23 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
     rows = len(frame) + len(invalid)
     frame = frame.drop_duplicates("client_item_id", keep="last")
     keys = frame["client_item_id"].tolist()
-    found = catalog.lake.lookup("items", "client_item_id", keys, ["client_item_id"])
+    found = catalog.lake.lookup("items", "client_item_id", keys, ["client_item_id", "object_id"])
     known = set(found["client_item_id"].to_pylist())
+    # The partition of each item, so the merge rewrites only those blocks.
+    block_of = pd.Series(
+        found["object_id"].to_numpy() // settings.ID_BLOCK_SIZE,
+        index=found["client_item_id"].to_numpy(zero_copy_only=False),
+    )
     unknown = [k for k in keys if k not in known]
     frame = frame[frame["client_item_id"].isin(known)]
     updated = 0
     if len(frame):
         columns = [c for c in ("likes", "sales") if c in frame.columns]
         source = pa_.table(
-            {"client_item_id": pa_.array(frame["client_item_id"], pa_.string())}
+            {
+                "client_item_id": pa_.array(frame["client_item_id"], pa_.string()),
+                "id_block": pa_.array(frame["client_item_id"].map(block_of), pa_.int64()),
+            }
             | {c: pa_.array(frame[c], pa_.int64(), from_pandas=True) for c in columns}
         )
         updates = {c: f"coalesce(s.{c}, t.{c})" for c in columns}

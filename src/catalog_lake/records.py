@@ -362,6 +362,7 @@ def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Ba
             "variant_group_id": rows["variant_group_id"],
             "variant": rows["variant"],
             "updated_at": rows["updated_at"],
+            "id_block": rows["object_id"].astype("int64") // settings.ID_BLOCK_SIZE,
         }
     )
     lists = {

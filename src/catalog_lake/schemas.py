@@ -220,6 +220,7 @@ def _items_schema() -> pa_.Schema:
     }
     fields = [
         pa_.field("object_id", pa_.int64(), nullable=False),
+        pa_.field("id_block", pa_.int64(), nullable=False),
         pa_.field("client_item_id", pa_.string(), nullable=False),
     ]
     for spec in FIELDS:
@@ -268,6 +269,7 @@ RECORDS = pa_.schema(
         pa_.field("variant_group_id", pa_.string()),
         pa_.field("variant", pa_.string()),
         pa_.field("updated_at", TS, nullable=False),
+        pa_.field("id_block", pa_.int64(), nullable=False),  # object_id // ID_BLOCK_SIZE
     ]
 )
 
@@ -356,5 +358,12 @@ TABLES: dict[str, pa_.Schema] = {
     "files": FILES,
     "runs": RUNS,
 }
-#: Partition columns per table; raw grows forever, so it is split by day.
-PARTITIONS: dict[str, list[str]] = {"raw": ["received_date"]}
+#: Partition columns per table. raw grows forever, so it is split by day;
+#: items and records by blocks of service ids, so that an update rewrites
+#: the few blocks it touches and new items (new, consecutive ids) land in
+#: the newest block.
+PARTITIONS: dict[str, list[str]] = {
+    "raw": ["received_date"],
+    "items": ["id_block"],
+    "records": ["id_block"],
+}
