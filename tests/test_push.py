@@ -182,9 +182,9 @@ def test_raw_keeps_duplicate_keys_exactly_as_sent(catalog):
 def test_metrics_survive_a_re_push(catalog, clock):
     """likes and sales belong to the metrics feed; a product re-push keeps them."""
     catalog.push({"items": [make_item()]})
-    items = catalog.lake.read("items")
-    likes = items.schema.get_field_index("likes")
-    catalog.lake.upsert("items", items.set_column(likes, "likes", pa.array([7], pa.int64())))
+    metrics = pa.table({"client_item_id": ["SKU-1"], "likes": pa.array([7], pa.int64())})
+    for table in ("items", "records"):  # what the metrics feed does
+        catalog.lake.update_matched(table, metrics, {"likes": "s.likes"})
     clock.now += timedelta(minutes=1)
     catalog.push({"items": [make_item(name="renamed")]})
     assert catalog.items()["likes"].tolist() == [7]

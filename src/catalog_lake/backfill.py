@@ -22,8 +22,9 @@ from .lake import quote, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .schemas import ITEMS, RECORDS
 
-#: Columns a dry run compares; ``updated_at`` is kept by a backfill anyway.
-COMPARED = [f.name for f in RECORDS if f.name != "updated_at"]
+#: Columns a dry run compares. A backfill keeps ``updated_at``, never touches
+#: ``likes`` and ``sales`` (the metrics feed owns them), and ids never move.
+COMPARED = [f.name for f in RECORDS if f.name not in ("updated_at", "likes", "sales", "id_block")]
 
 
 def _scope_sql(

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake.exceptions import DeltaError
 
 from . import clean, settings
 from .errors import CatalogLakeError, LakeError, PushError
-from .lake import Lake, quote
+from .lake import Lake, is_local, quote
 from .parse import ParsedPush, combine, parse_push, payload_from_raw
 from .records import Batch, Synonyms, derive_records, typed_items
 from .schemas import ITEMS, PUSHES, RAW, RECORDS, REJECTS
@@ -64,6 +65,15 @@ class PushRequest:
     idempotency_key: str | None = None
 
 
+@dataclass(frozen=True)
+class _KeyIndex:
+    """client_item_id and object_id of every stored item, at one items-table version."""
+
+    version: int | None
+    table: pa.Table
+    max_id: int
+
+
 @dataclass
 class Derived:
     """What a batch of items becomes, before anything is written."""
@@ -101,6 +111,7 @@ class Catalog:
         self.synonyms = Synonyms.load(synonyms)
         self.clock = clock or _utcnow
         self._ensured = False
+        self._keys: _KeyIndex | None = None
         #: Seconds spent per stage across this catalog's pushes (for ``bench``).
         self.timings: dict[str, float] = defaultdict(float)
 
@@ -381,7 +392,12 @@ class Catalog:
             if len(items):
                 known = items.frame["known"].to_numpy(dtype=bool)
                 with self.timed("write_items"):
-                    self.lake.upsert("items", items.table(ITEMS), metadata, known=known)
+                    try:
+                        self.lake.upsert("items", items.table(ITEMS), metadata, known=known)
+                    except BaseException:
+                        self._keys = None  # the table may hold part of this write
+                        raise
+                    self._remember(items)
                 with self.timed("write_records"):
                     self.lake.upsert("records", records.table(RECORDS), metadata, known=known)
             finished_at = self.clock()
@@ -419,45 +435,74 @@ class Catalog:
         """Give every item its service id: the stored one, or the next free number.
 
         Ids come from the items table itself (its largest id), so an id is
-        never handed to two client_item_ids.
+        never handed to two client_item_ids. Only ids are looked up: an
+        update leaves ``first_seen_at``, ``likes`` and ``sales`` as stored
+        (``lake.KEPT_ON_UPDATE``), so they need not be read back.
         """
         frame = items.frame.copy()
-        keys = frame["client_item_id"].astype(object)
-        known = (
-            self.lake.lookup(
-                "items",
-                "client_item_id",
-                keys.tolist(),
-                ["client_item_id", "object_id", "first_seen_at", "likes", "sales"],
-            )
-            .to_pandas()
-            .set_index("client_item_id")
-        )
-        aligned = known.reindex(keys.to_numpy())  # keys are unique among kept items
-        object_id = pd.Series(aligned["object_id"].to_numpy(), index=frame.index).astype("Int64")
-        new = object_id.isna()
-        first_free = self.lake.max_value("items", "object_id") + 1
-        order = np.argsort(first["position"].to_numpy()[new.to_numpy()], kind="stable")
+        index = self._key_index()
+        probe = pa.table({"client_item_id": pa.array(frame["client_item_id"], pa.string())})
+        probe = probe.append_column("_row", pa.array(np.arange(len(frame)), pa.int64()))
+        found = probe.join(index.table, "client_item_id", join_type="inner")
+        object_id = np.zeros(len(frame), dtype="int64")
+        object_id[found["_row"].to_numpy()] = found["object_id"].to_numpy()
+        new = object_id == 0  # service ids start at 1
+        order = np.argsort(first["position"].to_numpy()[new], kind="stable")
         fresh = np.empty(int(new.sum()), dtype="int64")
-        fresh[order] = np.arange(first_free, first_free + len(fresh), dtype="int64")
+        fresh[order] = np.arange(index.max_id + 1, index.max_id + 1 + len(fresh), dtype="int64")
         object_id[new] = fresh
-        received = pd.Series(
-            pd.to_datetime(received_at.to_numpy(), utc=True), index=frame.index
-        ).astype("datetime64[us, UTC]")
-        first_seen = pd.Series(aligned["first_seen_at"].array, index=frame.index)
-        first_pushed = pd.Series(
+        frame["object_id"] = object_id
+        frame["id_block"] = object_id // settings.ID_BLOCK_SIZE
+        frame["known"] = ~new
+        frame["first_seen_at"] = pd.Series(
             pd.to_datetime(first["at"].to_numpy(), utc=True), index=frame.index
         ).astype("datetime64[us, UTC]")
-        frame["object_id"] = object_id.astype("int64")
-        frame["id_block"] = frame["object_id"] // settings.ID_BLOCK_SIZE
-        frame["known"] = ~new.to_numpy()
-        frame["first_seen_at"] = first_seen.astype("datetime64[us, UTC]").fillna(first_pushed)
-        for metric in ("likes", "sales"):
-            values = pd.Series(aligned[metric].to_numpy(), index=frame.index)
-            frame[metric] = values.astype("Int64").fillna(0)
-        frame["updated_at"] = received
+        frame["likes"] = pd.Series(0, index=frame.index, dtype="Int64")
+        frame["sales"] = pd.Series(0, index=frame.index, dtype="Int64")
+        frame["updated_at"] = pd.Series(
+            pd.to_datetime(received_at.to_numpy(), utc=True), index=frame.index
+        ).astype("datetime64[us, UTC]")
         frame["request_id"] = request_ids.to_numpy(dtype=object)
         return Batch(frame, items.lists)
+
+    def _key_index(self) -> _KeyIndex:
+        """Every stored client_item_id with its id, read once and then kept current.
+
+        A long-lived catalog (a service, a flow task pushing many groups)
+        would otherwise read the whole key column of the items table for
+        every push. The copy is checked against the table's Delta version
+        under the writer lock, so another writer's commit makes us read it
+        again; our own pushes add their new keys to it (``_remember``).
+        """
+        version = self.lake.version("items")
+        cached = self._keys
+        if cached is not None and cached.version == version and version is not None:
+            return cached
+        table = self.lake.scan("items", ["client_item_id", "object_id"])
+        max_id = pc.max(table["object_id"]).as_py() if table.num_rows else None
+        self._keys = _KeyIndex(version, table, int(max_id or 0))
+        return self._keys
+
+    def _remember(self, items: Batch) -> None:
+        """Add a push's new items to the key index, or forget it when unsure."""
+        cached, self._keys = self._keys, None
+        if cached is None or not is_local(self.lake.uri):
+            return  # without the writer lock another writer may have committed too
+        new = items.frame[~items.frame["known"]]
+        if not len(new):
+            self._keys = _KeyIndex(self.lake.version("items"), cached.table, cached.max_id)
+            return
+        added = pa.table(
+            {
+                "client_item_id": pa.array(new["client_item_id"], pa.string()),
+                "object_id": pa.array(new["object_id"], pa.int64()),
+            }
+        ).cast(cached.table.schema)
+        table = pa.concat_tables([cached.table, added])
+        if table["client_item_id"].num_chunks > 64:
+            table = table.combine_chunks()
+        max_id = max(cached.max_id, int(new["object_id"].max()))
+        self._keys = _KeyIndex(self.lake.version("items"), table, max_id)
 
     # --- repair -----------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, QueryBuilder
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
@@ -28,13 +29,16 @@ from .schemas import PARTITIONS, TABLES
 
 #: Attempts for a merge that loses a commit race before giving up.
 MERGE_ATTEMPTS = 5
+#: Columns an upsert never changes on a row that already exists.
+KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
 #: The file in a local lake that serializes writers (see ``Lake.writing``).
 LOCK_FILE = "_catalog_lake.lock"
 
 _held = threading.local()
 
 
-def _is_local(uri: str) -> bool:
+def is_local(uri: str) -> bool:
+    """Whether a lake URI is a local folder (where the writer lock works)."""
     return "://" not in uri or uri.startswith("file://")
 
 
@@ -63,7 +67,7 @@ class Lake:
         """
         depth = getattr(_held, "depth", {})
         _held.depth = depth
-        if not _is_local(self.uri) or depth.get(self.uri, 0):
+        if not is_local(self.uri) or depth.get(self.uri, 0):
             depth[self.uri] = depth.get(self.uri, 0) + 1
             try:
                 yield
@@ -100,7 +104,7 @@ class Lake:
 
     def ensure(self) -> None:
         """Create every table that does not exist yet, with its declared schema."""
-        if _is_local(self.uri):
+        if is_local(self.uri):
             Path(self.uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
         for name, schema in TABLES.items():
             existing = self.table(name)
@@ -149,7 +153,8 @@ class Lake:
         only the known ones go through a merge. Without ``known`` every row
         is merged. The update only applies when
         the incoming row is at least as new as the stored one (``updated_at``),
-        so replaying an old push after a crash never rolls an item back.
+        so replaying an old push after a crash never rolls an item back, and
+        it leaves ``KEPT_ON_UPDATE`` as stored.
         """
         data = data.cast(TABLES[name])
         if known is not None:
@@ -158,12 +163,15 @@ class Lake:
             data = data.filter(mask)
         if data.num_rows == 0:
             return {}
+        # A known row keeps its id, block, first sighting and metrics: the
+        # caller need not read them back to write them again.
+        updates = {f'"{c}"': f's."{c}"' for c in data.column_names if c not in KEPT_ON_UPDATE}
         return self._merge(
             name,
             data,
             metadata,
-            lambda merger: merger.when_matched_update_all(
-                predicate="s.updated_at >= t.updated_at"
+            lambda merger: merger.when_matched_update(
+                updates, predicate="s.updated_at >= t.updated_at"
             ).when_not_matched_insert_all(),
         )
 
@@ -296,29 +304,49 @@ class Lake:
         table = self.table(name)
         return [] if table is None else table.history(limit)
 
+    def scan(self, name: str, columns: list[str]) -> pa.Table:
+        """Some columns of every current row, read straight from the table's files.
+
+        For a local lake, pyarrow reads the Parquet files the Delta log lists
+        (``file_uris``): no SQL planning, and none of the exit-time aborts
+        that delta-rs's own pyarrow filesystem can cause (issue 2184).
+        Partition columns are not in the files, so they cannot be scanned.
+        Object stores go through DataFusion.
+        """
+        table = self.table(name)
+        if table is None:
+            return TABLES[name].empty_table().select(columns)
+        if set(columns) & set(PARTITIONS.get(name, [])):
+            raise LakeError(f"partition columns of {name!r} cannot be scanned: {columns}")
+        try:
+            if is_local(self.uri):
+                paths = [u.removeprefix("file://") for u in table.file_uris()]
+                if not paths:
+                    return TABLES[name].empty_table().select(columns)
+                stored = ds.dataset(paths, format="parquet").to_table(columns=columns)
+            else:
+                selected = ", ".join(f'"{c}"' for c in columns)
+                stored = self.read(name, f'SELECT {selected} FROM "{name}"')
+        except (DeltaError, OSError, pa.ArrowException) as exc:
+            raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
+        return _conform(stored, TABLES[name], columns)
+
     def lookup(self, name: str, key: str, values: list[str], columns: list[str]) -> pa.Table:
         """Rows whose ``key`` is one of ``values``, as a hash join in Arrow.
 
-        Reads only ``columns`` of the table's current files and joins them
-        with the keys: 20 ms for 20,000 keys against a 20,000-row table,
-        where an SQL ``IN`` list of the same keys took 420 ms in DataFusion.
-        No filter is pushed into the pyarrow dataset: after a merge,
-        delta-rs writes string statistics as ``string_view`` and pyarrow then
-        refuses string filters.
+        20 ms for 20,000 keys against a 20,000-row table, where an SQL ``IN``
+        list of the same keys took 420 ms in DataFusion. No filter is pushed
+        into the dataset: random keys prune nothing on min/max statistics,
+        and after a merge delta-rs writes string statistics as
+        ``string_view``, which pyarrow refuses to filter on.
         """
-        table = self.table(name) if values else None
-        if table is None:
+        if not values:
             return TABLES[name].empty_table().select(columns)
-        try:
-            stored = table.to_pyarrow_dataset().to_table(columns=columns)
-        except (DeltaError, OSError, pa.ArrowException) as exc:
-            raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
-        stored = _conform(stored, TABLES[name], columns)
+        stored = self.scan(name, columns)
         # Join key and row number only (Arrow's join cannot carry list columns), then take.
         rows = pa.table({key: stored[key], "_row": pa.array(range(stored.num_rows), pa.int64())})
         keys = pa.table({key: pa.array(values, TABLES[name].field(key).type)})
-        matched = rows.join(keys, key, join_type="inner")["_row"]
-        return stored.take(matched)
+        return stored.take(rows.join(keys, key, join_type="inner")["_row"])
 
     def max_value(self, name: str, column: str) -> int:
         """Largest value of an integer column, from file statistics when present."""
