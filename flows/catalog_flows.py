@@ -69,14 +69,26 @@ def plan_feeds(lake: str | None, source: str, pattern: str, force: bool) -> feed
 
 @task(name="ingest-feeds", cache_policy=NONE, retry_condition_fn=_lake_failure, **IO_RETRIES)
 def ingest_feeds(
-    lake: str | None, files: list[feeds.FeedFile], batch_size: int, flow_run_id: str | None
+    lake: str | None,
+    files: list[feeds.FeedFile],
+    batch_size: int,
+    group_items: int,
+    flow_run_id: str | None,
+    detail_items: int = feeds.DETAIL_ITEMS,
 ) -> list[feeds.FileResult]:
     """Push a group of feed files; a lake failure fails the task so Prefect retries it.
 
     A retry repeats the whole group: batches that landed are skipped by their
     idempotency keys, so each item is still stored once with the same id.
     """
-    results = feeds.ingest_files(Catalog(lake), files, batch_size, flow_run_id)
+    results = feeds.ingest_files(
+        Catalog(lake),
+        files,
+        batch_size,
+        flow_run_id,
+        group_items=group_items,
+        detail_items=detail_items,
+    )
     logger = get_run_logger()
     for result in results:
         logger.info("%s: %s, %d items", result.feed.path, result.status, result.items)
@@ -114,8 +126,14 @@ def ingest(
     batch_size: int = feeds.DEFAULT_BATCH_SIZE,
     force: bool = False,
     lake: str | None = None,
+    group_items: int = feeds.DEFAULT_GROUP_ITEMS,
 ) -> dict[str, Any]:
-    """Ingest new or changed feed files under ``source``; return the run summary."""
+    """Ingest new or changed feed files under ``source``; return the run summary.
+
+    One task per group of files (``feeds.file_groups``, about 32 MB of feed):
+    a retry repeats that group only. Inside a task, pushes of ``batch_size``
+    items are written ``group_items`` at a time, one commit per table.
+    """
     import time
 
     started, started_at = time.perf_counter(), Catalog(lake).clock()
@@ -123,10 +141,20 @@ def ingest(
     repaired = repair_task(lake)
     plan = plan_feeds(lake, source, pattern, force)
     results = list(plan.refused)
+    detail_left = feeds.DETAIL_ITEMS  # full responses for the run's first items only
     for group in feeds.file_groups(plan.to_ingest):
-        state = ingest_feeds(lake, group, batch_size, run_id, return_state=True)
+        state = ingest_feeds(
+            lake, group, batch_size, group_items, run_id, detail_left, return_state=True
+        )
         if state.is_completed():
-            results += state.result()
+            done = state.result()
+            detail_left -= sum(
+                int(r["catalog_push_received_product_count"])
+                for result in done
+                for r in result.responses
+                if "detail" not in r
+            )
+            results += done
         else:  # retries exhausted: record them, go on with the other files
             results += [feeds.FileResult(f, "error", error=str(state.message)) for f in group]
     summary = record_run(

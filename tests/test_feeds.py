@@ -137,3 +137,23 @@ def test_files_table_remembers_each_file(catalog, source):
     assert sorted(files["path"]) == sorted(p.name for p in FEEDS.glob("*.json"))
     assert set(files["status"]) == {"ingested"}
     assert files["checksum"].str.len().eq(64).all()
+
+
+def test_a_big_run_counts_every_item_but_lists_only_the_first(catalog, source):
+    """Memory must not grow with the feed: past ``detail_items`` a run keeps counts only."""
+    full = ingest(catalog, source, force=True)
+    brief = ingest(catalog, source, force=True, detail_items=3)
+
+    assert brief["totals"] == full["totals"] == {"received": 13, "success": 9, "failed": 4}
+    assert brief["catalog_push_success_product_count"] == "9"
+    assert (full["detail_complete"], brief["detail_complete"]) == (True, False)
+    assert len(brief["items"]) + len(brief["catalog_push_failed_items"]) <= 3
+    assert brief["top_failure_codes"] == full["top_failure_codes"]
+    listed = [b for b in brief["batches"] if "detail" not in b]
+    assert sum(int(b["catalog_push_received_product_count"]) for b in listed) <= 3
+    # the same files and batches: the idempotency keys answered from the pushes table,
+    # which holds every full response
+    stored = catalog.pushes().set_index("request_id")["response_json"].map(json.loads)
+    assert [stored[b["catalog_push_request_id"]] for b in full["batches"]] == [
+        {k: v for k, v in b.items() if k != "file"} for b in full["batches"]
+    ]

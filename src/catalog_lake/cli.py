@@ -232,6 +232,9 @@ def ingest(
     lake: LakeOption = None,
     pattern: Annotated[str, typer.Option(help="Glob under SOURCE.")] = "**/*",
     batch_size: Annotated[int, typer.Option(min=1, help="Items per push.")] = 1_000,
+    group_items: Annotated[
+        int, typer.Option(min=1, help="Items of consecutive pushes written in one commit.")
+    ] = 20_000,
     force: Annotated[bool, typer.Option(help="Ingest files already ingested unchanged.")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -242,7 +245,15 @@ def ingest(
     catalog = _catalog(lake)
     try:
         with _progress() as progress:
-            summary = run_ingest(catalog, source, pattern, batch_size, force, progress=progress)
+            summary = run_ingest(
+                catalog,
+                source,
+                pattern,
+                batch_size,
+                force,
+                progress=progress,
+                group_items=group_items,
+            )
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -388,7 +399,10 @@ def bench(
     dirty_fraction: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Share of items with one defect.")
     ] = 0.05,
-    batch_size: Annotated[int, typer.Option(min=1, help="Items per push.")] = 10_000,
+    batch_size: Annotated[int, typer.Option(min=1, help="Items per push.")] = 1_000,
+    group_items: Annotated[
+        int, typer.Option(min=1, help="Items of consecutive pushes written in one commit.")
+    ] = 20_000,
     small_pushes: Annotated[int, typer.Option(min=0, help="10-item pushes to time.")] = 20,
     workdir: Annotated[Path | None, typer.Option(help="Keep feeds and lakes here.")] = None,
     record: Annotated[
@@ -404,6 +418,7 @@ def bench(
         update_fraction=update_fraction,
         dirty_fraction=dirty_fraction,
         batch_size=batch_size,
+        group_items=group_items,
         small_pushes=small_pushes,
         workdir=workdir,
         keep=workdir is not None,

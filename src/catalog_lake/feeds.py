@@ -26,7 +26,7 @@ from .catalog import Catalog, PushRequest
 from .errors import CatalogLakeError, PushError
 from .parse import decode_payload, parse_push
 from .schemas import FILES, RUNS
-from .summary import run_summary
+from .summary import FAILED_ITEMS_KEY, failure_codes, run_summary
 
 #: File endings a feed may have; each may also end in .gz.
 FEED_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -34,6 +34,8 @@ DEFAULT_PATTERN = "**/*"
 DEFAULT_BATCH_SIZE = 1_000
 #: Items of consecutive batches written together (one commit per table).
 DEFAULT_GROUP_ITEMS = 20_000
+#: Stored and failed items a run lists one by one; after that only counts.
+DETAIL_ITEMS = 10_000
 #: Feed bytes per ingest-flow task (about 25,000 items of 1.3 KB).
 DEFAULT_GROUP_BYTES = 32 * 1024 * 1024
 
@@ -222,6 +224,7 @@ def ingest_files(
     flow_run_id: str | None = None,
     progress: Progress = _quiet,
     group_items: int = DEFAULT_GROUP_ITEMS,
+    detail_items: int = DETAIL_ITEMS,
 ) -> list[FileResult]:
     """Push feed files in batches; never raises for a bad file, it reports it.
 
@@ -235,13 +238,19 @@ def ingest_files(
     A lake failure marks every file of its group ``error`` (their batches are
     upserts under idempotency keys, so trying again stores each item once
     with the same id) and the run goes on with the next group.
+
+    The results keep full push responses for the first ``detail_items``
+    items and counts only after that (``brief``), so a run of millions of
+    items does not hold millions of ids: the full responses are in the
+    ``pushes`` table, every failure in ``rejects``.
     """
     results: list[FileResult] = []
     group: list[tuple[FileResult, list[PushRequest]]] = []
     pending = 0
+    detail_left = detail_items
 
     def flush() -> None:
-        nonlocal pending
+        nonlocal pending, detail_left
         if not group:
             return
         requests = [request for _, file_requests in group for request in file_requests]
@@ -253,7 +262,13 @@ def ingest_files(
         else:
             position = 0
             for result, file_requests in group:
-                result.responses = responses[position : position + len(file_requests)]
+                for response in responses[position : position + len(file_requests)]:
+                    received = int(response["catalog_push_received_product_count"])
+                    if received <= detail_left:
+                        detail_left -= received
+                    else:
+                        detail_left, response = 0, brief(response)
+                    result.responses.append(response)
                 position += len(file_requests)
         for result, file_requests in group:
             for request in file_requests:
@@ -278,6 +293,20 @@ def ingest_files(
             flush()
     flush()
     return results
+
+
+def brief(response: dict[str, Any]) -> dict[str, Any]:
+    """A push response with counts but without its per-item lists.
+
+    ``failure_codes`` keeps what the run summary's top codes need.
+    """
+    return {
+        **response,
+        "items": [],
+        FAILED_ITEMS_KEY: [],
+        "failure_codes": dict(failure_codes(response)),
+        "detail": "omitted from the run summary; the pushes table has the full response",
+    }
 
 
 def file_groups(
@@ -350,11 +379,13 @@ def ingest(
     flow_run_id: str | None = None,
     progress: Progress = _quiet,
     group_items: int = DEFAULT_GROUP_ITEMS,
+    detail_items: int = DETAIL_ITEMS,
 ) -> dict[str, Any]:
     """Ingest every new or changed feed file under ``source``; return the run summary.
 
     ``batch_size`` is the items per push, ``group_items`` the items of
-    consecutive pushes written with one commit per table (``ingest_files``).
+    consecutive pushes written with one commit per table, ``detail_items``
+    the items the summary lists one by one (``ingest_files``).
     """
     started, started_at = time.perf_counter(), catalog.clock()
     catalog.lake.ensure()
@@ -366,7 +397,7 @@ def ingest(
     progress("plan", files=len(plan_.to_ingest), skipped=len(plan_.skipped))
     results = list(plan_.refused)
     results += ingest_files(
-        catalog, plan_.to_ingest, batch_size, flow_run_id, progress, group_items
+        catalog, plan_.to_ingest, batch_size, flow_run_id, progress, group_items, detail_items
     )
     record_files(catalog, plan_, results, flow_run_id)
     summary = run_summary(

@@ -44,7 +44,12 @@ def push_response(
 
 
 def failure_codes(response: dict[str, Any]) -> Counter[str]:
-    """How often each error code occurred among a response's failed items."""
+    """How often each error code occurred among a response's failed items.
+
+    A brief response (``feeds.brief``) carries the counts instead of the items.
+    """
+    if "failure_codes" in response:
+        return Counter(response["failure_codes"])
     return Counter(
         error["code"] for item in response.get(FAILED_ITEMS_KEY, []) for error in item["errors"]
     )
@@ -65,6 +70,8 @@ def run_summary(
     request id is the run's id), so anything that reads a push response can
     read a run. ``results`` are per-file outcomes with ``feed``, ``status``,
     ``error`` and ``responses``; ``skipped`` are the files left alone.
+    Brief responses (a big run) count but list nothing: ``detail_complete``
+    then says the lists cover part of the run.
     """
     responses = [(r.feed.path, response) for r in results for response in r.responses]
     stored = [
@@ -79,13 +86,26 @@ def run_summary(
         for item in response[FAILED_ITEMS_KEY]
     ]
     received = sum(int(r["catalog_push_received_product_count"]) for _, r in responses)
-    summary = push_response(run_id, received, stored, failed)
+    success = sum(int(r["catalog_push_success_product_count"]) for _, r in responses)
+    complete = all("detail" not in r for _, r in responses)
+    if complete:
+        summary = push_response(run_id, received, stored, failed)
+    else:
+        summary = {
+            "catalog_push_request_id": run_id,
+            "catalog_push_received_product_count": str(received),
+            "catalog_push_success_product_count": str(success),
+            "catalog_push_failed_product_count": str(received - success),
+            "items": [{client_id: str(service_id)} for client_id, service_id in stored],
+            FAILED_ITEMS_KEY: failed,
+        }
     codes = Counter()
     for _, response in responses:
         codes.update(failure_codes(response))
     summary.update(
         {
-            "totals": {"received": received, "success": len(stored), "failed": len(failed)},
+            "totals": {"received": received, "success": success, "failed": received - success},
+            "detail_complete": complete,
             "top_failure_codes": [{"code": c, "count": n} for c, n in codes.most_common(top)],
             "files": {
                 "ingested": [r.feed.path for r in results if r.status == "ingested"],
