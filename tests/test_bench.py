@@ -37,7 +37,9 @@ def test_bench_runs_every_scenario(tmp_path):
     assert result["baseline_first"]["rows"] == 300
     assert result["small"]["pushes"] == 2
     assert result["first"]["ratio"] > 0 and result["reingest"]["ratio"] > 0
-    assert {"parse", "validate", "write_items", "write_records"} <= set(result["first"]["stages"])
+    assert {"read_parse", "validate", "ids", "write_items", "write_records"} <= set(
+        result["first"]["stages"]
+    )
     text = report(result)
     assert "| catalog-lake first ingest |" in text and "10-item pushes" in text
     assert messages[0] == "generating 300 items (dirty 5%)"
@@ -46,8 +48,20 @@ def test_bench_runs_every_scenario(tmp_path):
 def test_bench_command_prints_a_report(tmp_path):
     record = tmp_path / "results.md"
     outcome = CliRunner().invoke(
-        app, ["bench", "--items", "200", "--small-pushes", "0", "--record", str(record)]
+        app,
+        [
+            "bench",
+            "--items",
+            "200",
+            "--small-pushes",
+            "0",
+            "--no-reingest",
+            "--record",
+            str(record),
+        ],
     )
     assert outcome.exit_code == 0, outcome.output
     assert "vs DuckDB baseline" in outcome.stdout
+    assert "catalog-lake first ingest" in outcome.stdout
+    assert "reingest" not in outcome.stdout
     assert record.read_text().startswith("\n## bench ")

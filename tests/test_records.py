@@ -118,7 +118,7 @@ def test_record_is_flat_and_complete(catalog):
         "variant_group_id": "ATTA",
         "variant": "5 kg",
         "updated_at": pd.Timestamp(NOW),
-        "id_block": 0,  # the partition: object_id // 4096
+        "id_block": 0,  # the partition: object_id // 2048
     }  # fmt: skip
 
 

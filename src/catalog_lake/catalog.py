@@ -186,13 +186,11 @@ class Catalog:
                 received_at = pushes[-1].received_at + timedelta(microseconds=1)
             if request.idempotency_key is not None:
                 _check_key(request.idempotency_key)
-            with self.timed("parse"):
+            parsed = request.payload
+            if not isinstance(parsed, ParsedPush):
                 try:
-                    parsed = (
-                        request.payload
-                        if isinstance(request.payload, ParsedPush)
-                        else parse_push(request.payload)
-                    )
+                    with self.timed("parse"):
+                        parsed = parse_push(parsed)
                 except PushError as exc:
                     if len(requests) == 1:
                         raise
@@ -443,7 +441,8 @@ class Catalog:
         index = self._key_index()
         probe = pa.table({"client_item_id": pa.array(frame["client_item_id"], pa.string())})
         probe = probe.append_column("_row", pa.array(np.arange(len(frame)), pa.int64()))
-        found = probe.join(index.table, "client_item_id", join_type="inner")
+        # Arrow builds its hash table on the right side: the push's keys, not the lake's.
+        found = index.table.join(probe, "client_item_id", join_type="inner")
         object_id = np.zeros(len(frame), dtype="int64")
         object_id[found["_row"].to_numpy()] = found["object_id"].to_numpy()
         new = object_id == 0  # service ids start at 1

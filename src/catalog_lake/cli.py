@@ -404,6 +404,9 @@ def bench(
         int, typer.Option(min=1, help="Items of consecutive pushes written in one commit.")
     ] = 20_000,
     small_pushes: Annotated[int, typer.Option(min=0, help="10-item pushes to time.")] = 20,
+    reingest: Annotated[
+        bool, typer.Option(help="Also time the re-ingest of an overlapping feed.")
+    ] = True,
     workdir: Annotated[Path | None, typer.Option(help="Keep feeds and lakes here.")] = None,
     record: Annotated[
         Path | None, typer.Option(help="Append the report to this file, e.g. bench/results.md.")
@@ -420,6 +423,7 @@ def bench(
         batch_size=batch_size,
         group_items=group_items,
         small_pushes=small_pushes,
+        reingest=reingest,
         workdir=workdir,
         keep=workdir is not None,
         progress=lambda message: print(message, file=sys.stderr),

@@ -31,7 +31,7 @@ MAX_COUNT = 10**12
 #: Service ids per partition of the items and records tables (``id_block``).
 #: A push rewrites only the blocks of the items it updates, so the cost of
 #: an update follows the push, not the lake (README, "Table layout").
-ID_BLOCK_SIZE = 4_096
+ID_BLOCK_SIZE = 2_048
 
 #: A time_to_ship at or under this many seconds earns the fast-shipping tag.
 FAST_SHIPPING_SECONDS = 24 * 3600
