@@ -60,9 +60,22 @@ DURATION = re.compile(
 )
 #: Seconds per duration unit; a year is 365 days and a month 30, as documented.
 _UNIT_SECONDS = (365 * 86400, 30 * 86400, 7 * 86400, 86400, 3600, 60, 1)
+_DURATION_GROUPS = ("y", "mo", "w", "d", "h", "mi", "s")
+_NUM_RE2 = "[0-9]+(?:[.,][0-9]+)?"
+_DURATION_RE2 = (
+    f"^P(?:(?P<y>{_NUM_RE2})Y)?(?:(?P<mo>{_NUM_RE2})M)?(?:(?P<w>{_NUM_RE2})W)?"
+    f"(?:(?P<d>{_NUM_RE2})D)?(?:T(?:(?P<h>{_NUM_RE2})H)?(?:(?P<mi>{_NUM_RE2})M)?"
+    f"(?:(?P<s>{_NUM_RE2})S)?)?$"
+)
 _URL = r"https?://[^\s/?#<>\"]+[^\s<>\"]*"
 _DATE_ONLY = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
+
+#: pandas' Arrow-backed text dtype (pandas 3's ``str``, NaN for missing). Text
+#: columns that hold only strings are kept in it after cleaning, so checks,
+#: coercion and the Delta write run as Arrow kernels without a Python object
+#: per value.
+TEXT = pd.StringDtype("pyarrow", na_value=np.nan)
 
 #: ``infer_dtype`` answers for columns whose values all have one JSON type.
 _UNIFORM = {"string": "str", "boolean": "bool", "integer": "int", "floating": "float"}
@@ -76,18 +89,23 @@ def kinds(values: pd.Series) -> pd.Series:
     Python lookup per value. Markers (``NonFinite``, ``Unencodable``) are not
     ``str``, so a column holding one always takes the per-value path.
     """
+    if isinstance(values.dtype, pd.StringDtype):
+        missing = values.isna().to_numpy()
+        return pd.Series(
+            np.where(missing, "null", "str").astype(object), index=values.index, dtype=object
+        )
     array = values.to_numpy(dtype=object)
     inferred = pd.api.types.infer_dtype(array, skipna=True)
     uniform = _UNIFORM.get(inferred)
     if uniform is not None or inferred == "empty":
         out = np.where(pd.isna(array), "null", uniform or "null").astype(object)
-        return pd.Series(out, index=values.index)
+        return pd.Series(out, index=values.index, dtype=object)
     get = _KIND.get
     out = np.array([get(type(v), "other") for v in array], dtype=object)
     floats = out == "float"
     if floats.any():
         out[floats & pd.isna(array)] = "null"
-    return pd.Series(out, index=values.index)
+    return pd.Series(out, index=values.index, dtype=object)
 
 
 def text_of(values: pd.Series) -> pd.Series:
@@ -95,6 +113,8 @@ def text_of(values: pd.Series) -> pd.Series:
 
     SPEC 2.6: numbers in string attributes lose nothing by becoming text.
     """
+    if isinstance(values.dtype, pd.StringDtype):
+        return values
     k = kinds(values)
     out = values.where(k == "str")
     numeric = k.isin(["int", "float"])
@@ -111,15 +131,30 @@ def clean_text(values: pd.Series, *, rich: bool = True) -> pd.Series:
     are not strings pass through untouched for the type checks to judge, and
     text that is blank after cleaning becomes None (absent). The regexes run
     in Arrow (RE2) over the whole column; only entities go through Python.
+    A column of nothing but text comes back in the ``TEXT`` dtype.
     """
+    if isinstance(values.dtype, pd.StringDtype) or pd.api.types.infer_dtype(
+        values.to_numpy(dtype=object), skipna=True
+    ) in ("string", "empty"):
+        text = pa.array(values.to_numpy(dtype=object), pa.string(), from_pandas=True)
+        return pd.Series(TEXT.__from_arrow__(_clean_arrow(text, rich)), index=values.index)
     is_str = kinds(values) == "str"
     if not is_str.any():
         return values.copy()
     text = pa.array(values[is_str].to_numpy(dtype=object), pa.string())
+    cleaned = _clean_arrow(text, rich).to_numpy(zero_copy_only=False).astype(object)
+    cleaned[pd.isna(cleaned)] = None
+    return _put(values, is_str, pd.Series(cleaned, dtype=object))
+
+
+def _clean_arrow(text: pa.Array, rich: bool) -> pa.Array:
+    """``clean_text`` on an Arrow string array; blank results become null."""
     if rich:
         text = pc.replace_substring_regex(text, _BLOCK_TAG_RE2, " ")
         text = pc.replace_substring_regex(text, _TAG_RE2, "")
-        has_entity = pc.match_substring(text, "&").to_numpy(zero_copy_only=False)
+        has_entity = pc.fill_null(pc.match_substring(text, "&"), False).to_numpy(
+            zero_copy_only=False
+        )
         if has_entity.any():
             plain = text.to_numpy(zero_copy_only=False).astype(object)
             plain[has_entity] = [html.unescape(t) for t in plain[has_entity]]
@@ -127,9 +162,7 @@ def clean_text(values: pd.Series, *, rich: bool = True) -> pd.Series:
     text = pc.replace_substring_regex(text, _CONTROL_RE2, "")
     text = pc.replace_substring_regex(text, _SPACE_RE2, " ")
     text = pc.utf8_trim(text, " ")
-    cleaned = text.to_numpy(zero_copy_only=False).astype(object)
-    cleaned[cleaned == ""] = None
-    return _put(values, is_str, pd.Series(cleaned, dtype=object))
+    return pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
 
 
 def _put(values: pd.Series, mask: pd.Series, replacement: pd.Series) -> pd.Series:
@@ -144,12 +177,25 @@ def _put(values: pd.Series, mask: pd.Series, replacement: pd.Series) -> pd.Serie
     return pd.Series(out, index=values.index, dtype=object)
 
 
+def arrow_text(values: pd.Series, kind: pd.Series | None = None) -> pa.Array:
+    """The string values of a column as Arrow strings, null for every other kind."""
+    if isinstance(values.dtype, pd.StringDtype):
+        return pa.array(values.array).cast(pa.string())
+    is_str = ((kinds(values) if kind is None else kind) == "str").to_numpy()
+    return pa.array(np.where(is_str, values.to_numpy(dtype=object), None), pa.string())
+
+
+def _numpy(mask: pa.Array) -> np.ndarray:
+    """An Arrow boolean array as numpy, null counted as False."""
+    return pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
+
+
 def blank_to_none(values: pd.Series) -> pd.Series:
     """Strings that are empty or only whitespace mean "unused" (SPEC 2.5) and become None."""
-    is_str = kinds(values) == "str"
-    if not is_str.any():
+    kind = kinds(values)
+    if not (kind == "str").any():
         return values
-    blank = is_str & (values.where(is_str, "x").astype(object).str.strip() == "")
+    blank = _numpy(pc.equal(pc.utf8_trim_whitespace(arrow_text(values, kind)), ""))
     return values.where(~blank, None) if blank.any() else values
 
 
@@ -178,11 +224,10 @@ def to_bool(values: pd.Series) -> pd.Series:
         out[is_int & (values == 1)] = True
         out[is_int & (values == 0)] = False
         del ints
-    is_str = k == "str"
-    if is_str.any():
-        low = values[is_str].astype(object).str.strip().str.lower()
-        out[low[low.isin(TRUE_SPELLINGS)].index] = True
-        out[low[low.isin(FALSE_SPELLINGS)].index] = False
+    if (k == "str").any():
+        low = pc.utf8_lower(pc.utf8_trim_whitespace(arrow_text(values, k)))
+        out[_numpy(pc.is_in(low, pa.array(sorted(TRUE_SPELLINGS))))] = True
+        out[_numpy(pc.is_in(low, pa.array(sorted(FALSE_SPELLINGS))))] = False
     return out
 
 
@@ -191,14 +236,22 @@ def to_bool(values: pd.Series) -> pd.Series:
 
 def duration_parts(values: pd.Series) -> pd.DataFrame:
     """Split ISO 8601 durations into unit columns; rows that do not match are NA."""
-    text = values.where(kinds(values) == "str").astype(object).str.strip().str.upper()
-    parts = text.str.extract(f"^{DURATION.pattern}$")
+    text = pc.utf8_upper(pc.utf8_trim_whitespace(arrow_text(values)))
+    parts = pc.extract_regex(text, _DURATION_RE2)
+    columns = {
+        number: pd.Series(
+            pc.struct_field(parts, name).to_numpy(zero_copy_only=False), index=values.index
+        )
+        for number, name in enumerate(_DURATION_GROUPS)
+    }
+    frame = pd.DataFrame(columns, index=values.index).replace("", np.nan)
     # "P" and "P1DT" match the grammar's optional groups but are not durations.
-    empty = parts.isna().all(axis=1)
-    dangling_t = text.str.endswith("T").fillna(False).astype(bool)
-    parts[empty | dangling_t] = np.nan
-    parts["text"] = text.where(~(empty | dangling_t))
-    return parts
+    empty = frame.isna().all(axis=1).to_numpy()
+    dangling_t = _numpy(pc.ends_with(text, "T"))
+    frame[empty | dangling_t] = np.nan
+    shown = pd.Series(text.to_numpy(zero_copy_only=False), index=values.index, dtype=object)
+    frame["text"] = shown.where(~(empty | dangling_t))
+    return frame
 
 
 def duration_ok(values: pd.Series) -> pd.Series:
@@ -229,9 +282,13 @@ def _numeric_text(values: pd.Series, pattern: str) -> pd.Series:
     """Text form of strings and JSON numbers that fully match ``pattern``."""
     k = kinds(values)
     text = text_of(values.where(k != "bool"))
-    text = text.where(k.isin(["str", "int", "float"])).astype(object).str.strip()
-    ok = text.str.fullmatch(pattern).fillna(False).astype(bool)
-    return text.where(ok)
+    text = text.where(k.isin(["str", "int", "float"])) if k.isin(["bool"]).any() else text
+    arrow = pc.utf8_trim_whitespace(
+        pa.array(text.to_numpy(dtype=object), pa.string(), from_pandas=True)
+    )
+    ok = pc.match_substring_regex(arrow, f"^(?:{pattern})$")
+    kept = pc.if_else(ok, arrow, pa.scalar(None, pa.string()))
+    return pd.Series(TEXT.__from_arrow__(kept), index=values.index)
 
 
 def money_text(values: pd.Series) -> pd.Series:

@@ -68,7 +68,7 @@ def typed_items(frame: pd.DataFrame) -> Batch:
             continue
         values = frame[spec.source]
         if rule in ("key", "id", "text"):
-            out[spec.column] = clean.text_of(values).astype(object)
+            out[spec.column] = clean.text_of(values)
         elif rule == "count":
             out[spec.column] = clean.count_values(values)
         elif rule == "flag":
@@ -151,6 +151,8 @@ def _column(values: pd.Series, kind: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(kind):
         return pa.array(values.astype("datetime64[us, UTC]"), kind)
     if pa.types.is_string(kind):
+        if isinstance(values.dtype, pd.StringDtype):
+            return pa.array(values.array).cast(kind)  # already Arrow: no Python strings
         return pa.array(values.astype(object), pa.string(), from_pandas=True)
     return pa.array(values, from_pandas=True).cast(kind)
 
