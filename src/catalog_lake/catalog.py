@@ -261,7 +261,7 @@ class Catalog:
         # An item new to the lake was first seen by the first push that sent
         # it, and takes its id in that order, as if the pushes came one by one.
         first = pd.DataFrame(
-            {"at": received_at.to_numpy(), "position": np.arange(len(passed))},
+            {"at": received_at.array, "position": np.arange(len(passed))},
             index=passed.index,
         )[passed]
         first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
@@ -453,14 +453,15 @@ class Catalog:
         frame["object_id"] = object_id
         frame["id_block"] = object_id // settings.ID_BLOCK_SIZE
         frame["known"] = ~new
-        frame["first_seen_at"] = pd.Series(
-            pd.to_datetime(first["at"].to_numpy(), utc=True), index=frame.index
-        ).astype("datetime64[us, UTC]")
+        # .array, not .to_numpy(): a tz-aware column would become one Timestamp per row.
+        frame["first_seen_at"] = pd.Series(first["at"].array, index=frame.index).astype(
+            "datetime64[us, UTC]"
+        )
         frame["likes"] = pd.Series(0, index=frame.index, dtype="Int64")
         frame["sales"] = pd.Series(0, index=frame.index, dtype="Int64")
-        frame["updated_at"] = pd.Series(
-            pd.to_datetime(received_at.to_numpy(), utc=True), index=frame.index
-        ).astype("datetime64[us, UTC]")
+        frame["updated_at"] = pd.Series(received_at.array, index=frame.index).astype(
+            "datetime64[us, UTC]"
+        )
         frame["request_id"] = request_ids.to_numpy(dtype=object)
         return Batch(frame, items.lists)
 

@@ -299,11 +299,11 @@ def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
         + " | "
         + items["lake_category"].fillna("").astype(object)
     ).str.lower()
-    found = text.str.extractall(pattern)[0]
+    # findall + explode: extractall builds a MultiIndex per match and took 5x longer.
+    found = text.str.findall(pattern).explode().dropna()
     if found.empty:
         return clean.list_array(pd.Series([], dtype=object), n)
-    rows = found.index.get_level_values(0)
-    matched = pd.DataFrame({"row": rows, "term": found.to_numpy()})
+    matched = pd.DataFrame({"row": found.index.to_numpy(), "term": found.to_numpy()})
     term_groups = synonyms.term_groups
     matched["group"] = matched["term"].map(term_groups)
     expanded = matched.explode("group")
