@@ -196,3 +196,21 @@ def test_synonym_file_format():
 def test_categories_drop_repeats(catalog):
     catalog.push({"items": [make_item(category="grocery")]})
     assert list(catalog.records()["categories"][0]) == ["GROCERY"]
+
+
+def test_the_fast_flat_frame_equals_the_value_by_value_one():
+    """Big pushes are flattened by pandas from the dicts; the result must not change."""
+    from catalog_lake import synth
+    from catalog_lake.parse import flatten
+
+    items = list(synth.items(300, dirty_fraction=0.2)) + [
+        {"client_item_id": "x", "inventory_info": "oops", "attributes": {"a": 1, "b": True}},
+        {"client_item_id": "y", "inventory_info": None, "pricing_info": {"mrp": 5}, "z": [1]},
+        {"client_item_id": "w", "attributes": {}, "pricing_info": {"mrp": 2**70}},
+    ]
+    slow = flatten(items, nonfinite=True)
+    fast = flatten(items, nonfinite=False)
+    assert sorted(fast.columns) == sorted(slow.columns)
+    fast = fast[slow.columns]
+    assert all(dtype == "object" for dtype in fast.dtypes)
+    assert fast.map(repr).equals(slow.map(repr))

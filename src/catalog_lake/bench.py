@@ -205,8 +205,13 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"## bench {result['date']} (commit {result['commit'] or 'unknown'})",
         "",
-        f"{result['items']:,} items, {result['update_fraction']:.0%} updates on re-ingest, "
-        f"{result['dirty_fraction']:.0%} dirty, pushes of {result['batch_size']:,} items "
+        f"{result['items']:,} items, "
+        + (
+            f"{result['update_fraction']:.0%} updates on re-ingest, "
+            if "reingest" in result
+            else "no re-ingest, "
+        )
+        + f"{result['dirty_fraction']:.0%} dirty, pushes of {result['batch_size']:,} items "
         f"written in groups of {result.get('group_items', 1):,}",
         "",
         "| scenario | seconds | items/s | peak RSS MB | vs DuckDB baseline |",

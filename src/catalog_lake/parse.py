@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import settings
@@ -212,7 +213,10 @@ def parse_push(payload: Any) -> ParsedPush:
                         )
                     )
     return ParsedPush(
-        items=items, item_json=item_json, frame=flatten(items, unencodable), errors=errors
+        items=items,
+        item_json=item_json,
+        frame=flatten(items, unencodable, nonfinite=any(map(_may_be_nonfinite, item_json))),
+        errors=errors,
     )
 
 
@@ -302,14 +306,29 @@ def payload_from_raw(item_json: list[str]) -> str:
     return '{"items":[' + ",".join(item_json) + "]}"
 
 
-def flatten(items: list[dict[str, Any]], unencodable: set[int] = frozenset()) -> pd.DataFrame:  # type: ignore[assignment]
+def _may_be_nonfinite(text: str) -> bool:
+    # json.dumps writes NaN and (-)Infinity bare; text values holding the word are rare.
+    return "NaN" in text or "Infinity" in text
+
+
+def flatten(
+    items: list[dict[str, Any]],
+    unencodable: set[int] = frozenset(),  # type: ignore[assignment]
+    *,
+    nonfinite: bool = True,
+) -> pd.DataFrame:
     """Lay items out as an object-dtype frame, one column per (nested) field.
 
     ``dtype=object`` keeps each JSON value exactly as it arrived (an int stays
     an int, a bool a bool) so the type checks see what the caller sent.
     Items listed in ``unencodable`` get their surrogate-holding values (and
-    keys) replaced by ``Unencodable`` markers.
+    keys) replaced by ``Unencodable`` markers, and with ``nonfinite`` every
+    NaN or Infinity becomes a ``NonFinite`` marker, which needs a look at
+    each value. Without either, pandas builds the frame from the dicts
+    directly, one nested object at a time, which is three times faster.
     """
+    if not unencodable and not nonfinite and len(items) >= 64:
+        return _flatten_columns(items)  # below ~64 items, building frames costs more
     rows = []
     for item in items:
         row: dict[str, Any] = {}
@@ -328,6 +347,30 @@ def flatten(items: list[dict[str, Any]], unencodable: set[int] = frozenset()) ->
     frame = pd.DataFrame(rows, dtype=object)
     frame.index = pd.RangeIndex(len(items))
     return frame
+
+
+def _flatten_columns(items: list[dict[str, Any]]) -> pd.DataFrame:
+    """``flatten`` for items with nothing to mark, built by pandas from the dicts."""
+    frame = pd.DataFrame(items, dtype=object)
+    frame.index = pd.RangeIndex(len(items))
+    for name in NESTED:
+        if name not in frame.columns:
+            continue
+        values = frame.pop(name).to_numpy(dtype=object)
+        nested = np.fromiter((isinstance(v, dict) for v in values), bool, len(values))
+        if nested.any():
+            sub = pd.DataFrame(list(values[nested]), dtype=object)
+            sub.index = frame.index[nested]
+            sub.columns = [f"{name}.{key}" for key in sub.columns]
+            if frame.columns.intersection(sub.columns).size:
+                return flatten(items, nonfinite=True)  # "a.b" sent both ways: the slow path
+            frame = frame.join(sub) if len(sub.columns) else frame
+        if (~nested & ~pd.isna(values)).any():
+            # A container that is not an object stays, for the invalid_type check.
+            frame[name] = pd.Series(
+                np.where(nested, np.nan, values), index=frame.index, dtype=object
+            )
+    return frame.astype(object)
 
 
 def _safe_key(key: str) -> str:
