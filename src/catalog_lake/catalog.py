@@ -317,6 +317,12 @@ class Catalog:
             return [r for r in responses if r is not None]
 
     def _write(self, pushes: list[_Push]) -> list[dict[str, Any]]:
+        """Validate, derive and store a group of pushes; their responses, in order.
+
+        The group is derived as one batch and shares each table's commit; on
+        a lake failure ``PushError`` names the first push's request id and
+        says whether ``repair`` can finish the group.
+        """
         first = pushes[0]
         replay = first.replay
         parsed = combine([p.parsed for p in pushes])
@@ -336,7 +342,9 @@ class Catalog:
             derived = self.derive(parsed, request_ids=request_ids, received_at=received_at)
         except (DeltaError, OSError, LakeError) as exc:
             self._ensured = False
-            raise _write_failed(exc, first.request_id, raw_written=replay) from exc
+            raise _write_failed(
+                exc, first.request_id, raw_written=replay, pushes=len(pushes)
+            ) from exc
         items, records, client_ids = derived.items, derived.records, derived.client_ids
         passed = derived.checked.passed.to_numpy(dtype=bool)
         id_of = dict(
@@ -420,7 +428,9 @@ class Catalog:
             with self.timed("write_pushes"):
                 self.lake.append("pushes", pa.Table.from_pylist(rows, schema=PUSHES), metadata)
         except (DeltaError, OSError, LakeError, pa.ArrowException) as exc:
-            raise _write_failed(exc, first.request_id, raw_written=raw_written) from exc
+            raise _write_failed(
+                exc, first.request_id, raw_written=raw_written, pushes=len(pushes)
+            ) from exc
         return responses
 
     def _with_ids(
@@ -693,11 +703,14 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _write_failed(exc: Exception, request_id: str, *, raw_written: bool) -> PushError:
+def _write_failed(
+    exc: Exception, request_id: str, *, raw_written: bool, pushes: int = 1
+) -> PushError:
+    what = "this push" if pushes == 1 else f"the {pushes} pushes written together"
     hint = (
-        "; the items reached the raw table, so `catalog-lake repair` can finish the push"
+        f"; the items reached the raw table, so `catalog-lake repair` can finish {what}"
         if raw_written
-        else "; nothing of this push was stored"
+        else f"; nothing of {what} was stored"
     )
     return PushError(
         "lake_write_failed", f"cannot write the lake: {exc}{hint}", request_id=request_id
