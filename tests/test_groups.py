@@ -166,3 +166,13 @@ def test_a_lake_failure_marks_every_file_of_its_group_and_a_rerun_finishes(tmp_p
     assert again["files"]["failed"] == []
     assert sorted(catalog.records()["client_item_id"]) == ["k0", "k1", "k2", "k3"]
     assert catalog.check()["ok"]
+
+
+def test_a_lake_written_with_another_block_size_is_refused_not_corrupted(
+    tmp_path, clock, monkeypatch
+):
+    Catalog(tmp_path / "lake", clock=clock).push(FIRST)
+    monkeypatch.setattr("catalog_lake.settings.ID_BLOCK_SIZE", 4096)
+    with pytest.raises(PushError, match="another id_block size") as caught:
+        Catalog(tmp_path / "lake", clock=clock).push(SECOND)
+    assert caught.value.reason == "lake_write_failed"

@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, QueryBuilder
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from . import settings
 from .errors import LakeError
 from .schemas import PARTITIONS, TABLES
 
@@ -136,6 +137,7 @@ class Lake:
                     partition_by=PARTITIONS.get(name),
                     storage_options=self.storage_options,
                     name=name,
+                    description=_description(name),
                 )
 
     # --- writes -------------------------------------------------------------
@@ -392,17 +394,38 @@ class Lake:
         return None if table is None else table.version()
 
 
+def _description(name: str) -> str | None:
+    """The table description, which records the block size for id-block tables.
+
+    Merges find a known item in the block ``object_id // ID_BLOCK_SIZE``; a
+    lake written with another block size would be searched in the wrong
+    partitions and get duplicates, so the size is kept with the table
+    (Delta refuses unknown configuration keys; the description is free text).
+    """
+    if PARTITIONS.get(name) != ["id_block"]:
+        return None
+    return f"catalog-lake {name}: id_block = object_id // {settings.ID_BLOCK_SIZE}"
+
+
 def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: str) -> None:
     """Refuse a table written with another layout rather than fail mid-push."""
     stored = set(pa.schema(table.schema().to_arrow()).names)
     missing = [f.name for f in schema if f.name not in stored]
-    partitions = table.metadata().partition_columns
+    metadata = table.metadata()
+    partitions = metadata.partition_columns
     if missing or list(partitions) != PARTITIONS.get(name, []):
         raise LakeError(
             f"table {name!r} in {uri} has an older layout (missing {', '.join(missing) or 'none'}; "
             f"partitioned by {list(partitions)}) that this version cannot write; use a new lake "
             "(--lake or CATALOG_LAKE_URI) and re-ingest the feeds, or push the old raw "
             "table's item_json into it"
+        )
+    if _description(name) is not None and metadata.description != _description(name):
+        raise LakeError(
+            f"table {name!r} in {uri} was written with another id_block size "
+            f"({metadata.description!r}; this version uses object_id // "
+            f"{settings.ID_BLOCK_SIZE}); use a new lake (--lake or CATALOG_LAKE_URI) and "
+            "re-ingest the feeds, or push the old raw table's item_json into it"
         )
 
 
