@@ -176,3 +176,16 @@ def test_a_lake_written_with_another_block_size_is_refused_not_corrupted(
     with pytest.raises(PushError, match="another id_block size") as caught:
         Catalog(tmp_path / "lake", clock=clock).push(SECOND)
     assert caught.value.reason == "lake_write_failed"
+
+
+def test_a_catalog_sees_ids_another_writer_gave_since_its_last_push(tmp_path, clock):
+    """The key index is a cache: another writer's commit must make it read the table again."""
+    first = Catalog(tmp_path / "lake", clock=clock)
+    second = Catalog(tmp_path / "lake", clock=clock)
+    assert first.push({"items": [make_item(client_item_id="x")]})["items"] == [{"x": "1"}]
+    assert second.push({"items": [make_item(client_item_id="y")]})["items"] == [{"y": "2"}]
+    again = first.push({"items": [make_item(client_item_id="y"), make_item(client_item_id="z")]})
+    assert again["items"] == [{"y": "2"}, {"z": "3"}]
+    assert second.push({"items": [make_item(client_item_id="z")]})["items"] == [{"z": "3"}]
+    assert sorted(first.items()["object_id"]) == [1, 2, 3]
+    assert first.check()["ok"]
