@@ -1,9 +1,12 @@
 """Recognize and normalize values, a whole column at a time.
 
 Each function takes a pandas Series of JSON values (object dtype, exactly as
-received) and returns a new Series; inputs are never mutated. The same
+received, or the Arrow-backed ``TEXT`` dtype once a column of text has been
+cleaned) and returns a new Series; inputs are never mutated. The same
 predicates back the pandera checks (``schemas.py``) and the coercion to typed
 columns, so what validation accepts is exactly what coercion can convert.
+String work runs in Arrow compute kernels (RE2) wherever Python's ``re``
+semantics allow it.
 """
 
 from __future__ import annotations
@@ -40,8 +43,7 @@ _BLOCK_TAG = re.compile(
     re.I,
 )
 _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
-_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u2028\u2029\ufeff]"
-# The same four patterns in RE2 syntax, for Arrow. Python's \s (Unicode
+# Text cleaning runs in Arrow, so these are RE2 patterns. Python's \s (Unicode
 # whitespace) is spelled out: RE2's \s is ASCII only. \x1c-\x1f and \x85 are
 # whitespace to Python too, but the control pattern has removed them already.
 _BLOCK_TAG_RE2 = "(?i)" + _BLOCK_TAG.pattern
@@ -54,10 +56,6 @@ _SPACE_RE2 = r"[\t\n\x{0b}\x{0c}\r\p{Z}]+"
 # Arabic-Indic), which would pass the check and then fail the decimal cast.
 _MONEY = r"[0-9]{1,10}(?:\.[0-9]{1,2})?"
 _COUNT = r"[0-9]{1,13}"
-_NUM = r"([0-9]+(?:[.,][0-9]+)?)"
-DURATION = re.compile(
-    rf"P(?:{_NUM}Y)?(?:{_NUM}M)?(?:{_NUM}W)?(?:{_NUM}D)?(?:T(?:{_NUM}H)?(?:{_NUM}M)?(?:{_NUM}S)?)?"
-)
 #: Seconds per duration unit; a year is 365 days and a month 30, as documented.
 _UNIT_SECONDS = (365 * 86400, 30 * 86400, 7 * 86400, 86400, 3600, 60, 1)
 _DURATION_GROUPS = ("y", "mo", "w", "d", "h", "mi", "s")
