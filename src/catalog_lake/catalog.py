@@ -359,15 +359,20 @@ class Catalog:
             {"index": index, "client_item_id": client_list[index], "errors": errs}
             for index, errs in derived.checked.errors.items()
         ]
-        responses, failed_by_push = [], []
+        failed_by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
+        for failure in failed_all:  # numbered within its own push
+            number = int(np.searchsorted(offsets, failure["index"], side="right")) - 1
+            failure["index"] -= int(offsets[number])
+            failed_by_push[number].append(failure)
+        responses = []
         for number, push in enumerate(pushes):
             lo, hi = int(offsets[number]), int(offsets[number + 1])
             stored = [
                 (c, id_of[c]) for c, ok in zip(client_list[lo:hi], passed[lo:hi], strict=True) if ok
             ]
-            failed = [{**f, "index": f["index"] - lo} for f in failed_all if lo <= f["index"] < hi]
-            failed_by_push.append(failed)
-            responses.append(push_response(push.request_id, hi - lo, stored, failed))
+            responses.append(
+                push_response(push.request_id, hi - lo, stored, failed_by_push[number])
+            )
         metadata = {"catalog_lake.request_id": first.request_id}
         if len(pushes) > 1:
             metadata["catalog_lake.pushes"] = str(len(pushes))

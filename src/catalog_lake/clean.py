@@ -218,10 +218,8 @@ def to_bool(values: pd.Series) -> pd.Series:
     out[is_bool] = values[is_bool].astype(bool)
     is_int = k == "int"
     if is_int.any():
-        ints = values[is_int]
         out[is_int & (values == 1)] = True
         out[is_int & (values == 0)] = False
-        del ints
     if (k == "str").any():
         low = pc.utf8_lower(pc.utf8_trim_whitespace(arrow_text(values, k)))
         out[_numpy(pc.is_in(low, pa.array(sorted(TRUE_SPELLINGS))))] = True
@@ -279,8 +277,7 @@ def duration_seconds(values: pd.Series) -> pd.DataFrame:
 def _numeric_text(values: pd.Series, pattern: str) -> pd.Series:
     """Text form of strings and JSON numbers that fully match ``pattern``."""
     k = kinds(values)
-    text = text_of(values.where(k != "bool"))
-    text = text.where(k.isin(["str", "int", "float"])) if k.isin(["bool"]).any() else text
+    text = text_of(values.where(k != "bool"))  # NA for anything but text and numbers
     arrow = pc.utf8_trim_whitespace(
         pa.array(text.to_numpy(dtype=object), pa.string(), from_pandas=True)
     )
@@ -307,13 +304,17 @@ def money_ok(values: pd.Series) -> pd.Series:
 def count_values(values: pd.Series) -> pd.Series:
     """Non-negative whole numbers, from text or JSON numbers (5.0 counts as 5)."""
     k = kinds(values)
-    integral_float = pd.Series(False, index=values.index)
-    is_float = k == "float"
+    is_float = (k == "float").to_numpy()
+    source = values
     if is_float.any():
-        floats = pd.to_numeric(values.where(is_float), errors="coerce")
-        integral_float = is_float & (floats == floats.round()) & (floats >= 0)
-    as_int = values.where(integral_float).map(lambda v: int(v) if v == v else v)
-    source = values.where(~is_float, as_int)
+        floats = pd.to_numeric(values.where(is_float), errors="coerce").to_numpy()
+        whole = is_float & (floats == np.round(floats)) & (floats >= 0)
+        out = values.to_numpy(dtype=object, copy=True)
+        out[is_float] = None  # fractional or negative floats are not counts
+        # Clipped past MAX_COUNT so the int64 cast cannot overflow; such values still fail.
+        capped = np.minimum(floats[whole], settings.MAX_COUNT + 1).astype("int64")
+        out[whole] = capped.astype(object)  # Python ints, whose text is "5" not "5.0"
+        source = pd.Series(out, index=values.index, dtype=object)
     text = _numeric_text(source, _COUNT)
     number = pd.to_numeric(text, errors="coerce")
     return number.where(number <= settings.MAX_COUNT).astype("Int64")

@@ -368,21 +368,6 @@ class Lake:
         keys = pa.table({key: pa.array(values, TABLES[name].field(key).type)})
         return stored.take(rows.join(keys, key, join_type="inner")["_row"])
 
-    def max_value(self, name: str, column: str) -> int:
-        """Largest value of an integer column, from file statistics when present."""
-        table = self.table(name)
-        if table is None:
-            return 0
-        actions = table.get_add_actions(flatten=True)
-        stat = f"max.{column}"
-        actions = pa.table(actions) if not isinstance(actions, pa.Table) else actions
-        if actions.num_rows == 0:
-            return 0
-        if stat in actions.column_names and actions[stat].null_count == 0:
-            return int(pc.max(actions[stat]).as_py() or 0)
-        result = self.read(name, f'SELECT max("{column}") AS m FROM "{name}"')
-        return int(result["m"][0].as_py() or 0) if result.num_rows else 0
-
     def has(self, name: str, column: str, value: str) -> bool:
         """Whether any row of ``name`` has ``column`` equal to ``value``."""
         sql = f'SELECT 1 FROM "{name}" WHERE "{column}" = {quote(value)} LIMIT 1'
