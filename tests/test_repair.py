@@ -24,9 +24,9 @@ class CrashingLake(Lake):
         self._maybe_fail(name)
         return super().append(name, data, metadata)
 
-    def upsert(self, name, data, metadata=None, known=None):
+    def upsert(self, name, data, metadata=None, **options):
         self._maybe_fail(name)
-        return super().upsert(name, data, metadata, known=known)
+        return super().upsert(name, data, metadata, **options)
 
 
 PAYLOAD = {

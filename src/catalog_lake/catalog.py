@@ -389,6 +389,13 @@ class Catalog:
         # A group of pushes shares each commit, so it is all-or-nothing per table.
         raw_written = replay
         try:
+            known = items.frame["known"].to_numpy(dtype=bool)
+            prefetched = {}
+            if known.any():  # updates rewrite their blocks: start reading them now
+                blocks = items.frame["id_block"].unique().tolist()
+                prefetched = {
+                    name: self.lake.prefetch(name, blocks) for name in ("items", "records")
+                }
             if not replay:
                 with self.timed("write_raw"):
                     raw = _raw(parsed, request_ids, received_at, passed, client_ids)
@@ -401,16 +408,27 @@ class Catalog:
                     rejects = _rejects(pushes, failed_by_push)
                     self.lake.append("rejects", rejects, metadata)
             if len(items):
-                known = items.frame["known"].to_numpy(dtype=bool)
                 with self.timed("write_items"):
                     try:
-                        self.lake.upsert("items", items.table(ITEMS), metadata, known=known)
+                        self.lake.upsert(
+                            "items",
+                            items.table(ITEMS),
+                            metadata,
+                            known=known,
+                            prefetched=prefetched.get("items"),
+                        )
                     except BaseException:
                         self._keys = None  # the table may hold part of this write
                         raise
                     self._remember(items)
                 with self.timed("write_records"):
-                    self.lake.upsert("records", records.table(RECORDS), metadata, known=known)
+                    self.lake.upsert(
+                        "records",
+                        records.table(RECORDS),
+                        metadata,
+                        known=known,
+                        prefetched=prefetched.get("records"),
+                    )
             finished_at = self.clock()
             duration_ms = (time.perf_counter() - first.started) * 1000.0
             rows = [

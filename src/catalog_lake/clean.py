@@ -106,6 +106,18 @@ def kinds(values: pd.Series) -> pd.Series:
     return pd.Series(out, index=values.index, dtype=object)
 
 
+def may_hold_markers(values: pd.Series) -> bool:
+    """Whether a column could hold a parse marker: only mixed Python-object columns can.
+
+    Every check runs on every column of a push, so a column of one JSON type
+    (nearly all of them) skips the per-value marker search.
+    """
+    if values.dtype != object:
+        return False
+    inferred = pd.api.types.infer_dtype(values.to_numpy(), skipna=True)
+    return inferred not in _UNIFORM and inferred != "empty"
+
+
 def text_of(values: pd.Series) -> pd.Series:
     """Strings stay, JSON numbers become their text, everything else is NA.
 

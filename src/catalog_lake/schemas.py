@@ -113,6 +113,8 @@ def _check(fn, code: ErrorCode) -> pa.Check:
     def check(values: pd.Series) -> pd.Series:
         # Unencodable values were already reported by parse (invalid_text);
         # the type checks judge everything else.
+        if not clean.may_hold_markers(values):
+            return fn(values)
         marked = clean.kinds(values) == "unencodable"
         return fn(values.mask(marked, None)) | marked
 
@@ -366,4 +368,14 @@ PARTITIONS: dict[str, list[str]] = {
     "raw": ["received_date"],
     "items": ["id_block"],
     "records": ["id_block"],
+}
+
+#: Columns whose min/max statistics Delta keeps, for tables too wide for the
+#: default (the first 32 columns). Every commit carries the statistics of
+#: every file it adds, and delta-rs re-reads the table's statistics after
+#: each commit: with all 32 of items' first columns, a 10-row append into a
+#: 500-file items table took 20 ms; with these, 12 ms. Readers filter items
+#: by id, key, category or time, and records (25 columns) keeps them all.
+STATS_COLUMNS: dict[str, list[str]] = {
+    "items": ["object_id", "client_item_id", "lake_category", "updated_at"],
 }
