@@ -114,7 +114,21 @@ def test_durations_are_iso_8601_stored_as_text_and_seconds(name, value, text, se
 
 
 @pytest.mark.parametrize(
-    "value", ["7 days", "NA", "P", "PT", "P1DT", "7", 7, True, "P-1D", "1D", "PT1H30"]
+    "value",
+    [
+        "7 days",
+        "NA",
+        "P",
+        "PT",
+        "P1DT",
+        "7",
+        7,
+        True,
+        "P-1D",
+        "1D",
+        "PT1H30",
+        "P99999999999999999999Y",  # well-formed, but its seconds do not fit in int64
+    ],
 )
 def test_non_iso_durations_fail_rather_than_being_guessed(value):
     errors, _ = judge(make_item(attributes__return_window=value))
