@@ -75,6 +75,7 @@ def ingest_feeds(
     group_items: int,
     flow_run_id: str | None,
     detail_items: int = feeds.DETAIL_ITEMS,
+    workers: int = 0,
 ) -> list[feeds.FileResult]:
     """Push a group of feed files; a lake failure fails the task so Prefect retries it.
 
@@ -88,6 +89,7 @@ def ingest_feeds(
         flow_run_id,
         group_items=group_items,
         detail_items=detail_items,
+        workers=workers,
     )
     logger = get_run_logger()
     for result in results:
@@ -127,12 +129,14 @@ def ingest(
     force: bool = False,
     lake: str | None = None,
     group_items: int = feeds.DEFAULT_GROUP_ITEMS,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
 
     One task per group of files (``feeds.file_groups``, about 32 MB of feed):
     a retry repeats that group only. Inside a task, pushes of ``batch_size``
-    items are written ``group_items`` at a time, one commit per table.
+    items are written ``group_items`` at a time, one commit per table, and
+    ``workers`` processes check the next groups meanwhile (0: in the task).
     """
     import time
 
@@ -144,7 +148,14 @@ def ingest(
     detail_left = feeds.DETAIL_ITEMS  # full responses for the run's first items only
     for group in feeds.file_groups(plan.to_ingest):
         state = ingest_feeds(
-            lake, group, batch_size, group_items, run_id, detail_left, return_state=True
+            lake,
+            group,
+            batch_size,
+            group_items,
+            run_id,
+            detail_left,
+            workers,
+            return_state=True,
         )
         if state.is_completed():
             done = state.result()

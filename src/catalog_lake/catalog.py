@@ -75,6 +75,21 @@ class _KeyIndex:
 
 
 @dataclass
+class Checked:
+    """A group of pushes validated and typed: all of a push's work that needs no lake or clock.
+
+    ``feeds`` computes it in worker processes while the main process writes
+    the previous group (``check_group``); ``Catalog.push_many`` takes it for
+    exactly the requests it was computed from.
+    """
+
+    checked: Validation
+    client_ids: pd.Series
+    keep: pd.Series  # passed and not superseded by a later push of the group
+    typed: Batch  # typed_items of the kept rows, in order
+
+
+@dataclass
 class Derived:
     """What a batch of items becomes, before anything is written."""
 
@@ -82,6 +97,41 @@ class Derived:
     client_ids: pd.Series
     items: Batch
     records: Batch
+
+
+def check_group(
+    parsed: ParsedPush, groups: pd.Series, timings: dict[str, float] | None = None
+) -> Checked:
+    """Validate a group of pushes and type the items that will be stored.
+
+    ``groups`` names each item's push: duplicates are judged within a push,
+    and across pushes the last valid occurrence wins (``keep``), as it would
+    have if the pushes came one after another. Pure: no lake, no clock, so
+    it can run in another process.
+    """
+    timings = timings if timings is not None else {}
+    started = time.perf_counter()
+    checked = validate(parsed, groups=groups)
+    client_ids = clean.text_of(checked.frame["client_item_id"])
+    passed = checked.passed
+    superseded = pd.Series(False, index=passed.index)
+    superseded[passed] = client_ids[passed].duplicated(keep="last")
+    keep = passed & ~superseded
+    middle = time.perf_counter()
+    typed = typed_items(checked.frame[keep])
+    # The validated frame is not needed past this point (and is costly to ship).
+    checked = Validation(frame=checked.frame.iloc[:, :0], errors=checked.errors)
+    timings["validate"] = timings.get("validate", 0.0) + middle - started
+    timings["typed_items"] = timings.get("typed_items", 0.0) + time.perf_counter() - middle
+    return Checked(checked, client_ids, keep, typed)
+
+
+class StaleCheck(Exception):  # noqa: N818 - a signal to feeds, never seen by users
+    """``push_many(checked=...)`` cannot use its check; the caller must check again.
+
+    Not a ``CatalogLakeError``: ``feeds`` catches it and re-runs the group in
+    process, so it never reaches a user.
+    """
 
 
 def _utcnow() -> datetime:
@@ -158,7 +208,11 @@ class Catalog:
         return self.push_many([request], flow_run_id=flow_run_id)[0]
 
     def push_many(
-        self, requests: list[PushRequest], *, flow_run_id: str | None = None
+        self,
+        requests: list[PushRequest],
+        *,
+        flow_run_id: str | None = None,
+        checked: Checked | None = None,
     ) -> list[dict[str, Any]]:
         """Several pushes written together: one commit per table for all of them.
 
@@ -173,9 +227,17 @@ class Catalog:
         Returns:
             One response per request, in order.
 
+        ``checked`` is ``check_group`` of exactly these requests' items, made
+        ahead (``feeds`` does it in worker processes); the requests' payloads
+        are then ``ParsedPush`` objects that need only ``item_json`` and
+        ``errors``.
+
         Raises:
             PushError: one payload is unusable (nothing is written; the message
                 names it), or the lake cannot be written.
+            StaleCheck: ``checked`` was given but some of the requests had
+                already landed under their idempotency keys, so it no longer
+                matches what must be written; nothing is written.
         """
         started = time.perf_counter()
         pushes = []
@@ -206,7 +268,7 @@ class Catalog:
                     request.idempotency_key,
                 )
             )
-        return self._ingest(pushes) if pushes else []
+        return self._ingest(pushes, checked) if pushes else []
 
     def _earlier_pushes(self, pushes: list[_Push]) -> dict[str, tuple[str, dict[str, Any]]]:
         """Digest and response of the pushes made earlier under these pushes' keys.
@@ -241,6 +303,7 @@ class Catalog:
         request_ids: pd.Series,
         received_at: pd.Series,
         price_time: datetime | None = None,
+        checked: Checked | None = None,
     ) -> Derived:
         """Validate items and derive their typed rows and records, writing nothing.
 
@@ -250,14 +313,12 @@ class Catalog:
         occurrence wins, as it would have when the pushes were made one after
         another. The price rule is applied at ``price_time``, or at each
         item's own ``received_at`` when it is None (what a push does).
+        ``checked`` is ``check_group`` of these pushes, when already computed.
         """
-        with self.timed("validate"):
-            checked = validate(parsed, groups=request_ids)
-        client_ids = clean.text_of(checked.frame["client_item_id"])
-        passed = checked.passed
-        superseded = pd.Series(False, index=passed.index)
-        superseded[passed] = client_ids[passed].duplicated(keep="last")
-        keep = passed & ~superseded
+        if checked is None:
+            checked = check_group(parsed, request_ids, self.timings)
+        client_ids, keep = checked.client_ids, checked.keep
+        passed = checked.checked.passed
         # An item new to the lake was first seen by the first push that sent
         # it, and takes its id in that order, as if the pushes came one by one.
         first = pd.DataFrame(
@@ -265,15 +326,13 @@ class Catalog:
             index=passed.index,
         )[passed]
         first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
-        with self.timed("typed_items"):
-            typed = typed_items(checked.frame[keep])
         with self.timed("ids"):
-            items = self._with_ids(typed, request_ids[keep], received_at[keep], first)
+            items = self._with_ids(checked.typed, request_ids[keep], received_at[keep], first)
         with self.timed("records"):
             records = derive_records(items, price_time, self.synonyms)
-        return Derived(checked, client_ids, items, records)
+        return Derived(checked.checked, client_ids, items, records)
 
-    def _ingest(self, pushes: list[_Push]) -> list[dict[str, Any]]:
+    def _ingest(self, pushes: list[_Push], checked: Checked | None = None) -> list[dict[str, Any]]:
         """Run pushes (or the replay of one) under the lake's writer lock."""
         first = pushes[0]
         with ExitStack() as stack:
@@ -308,7 +367,12 @@ class Catalog:
                 elif key not in first_with_key:
                     first_with_key[key] = number
                     todo.append(number)
-            written = self._write([pushes[n] for n in todo]) if todo else []
+            if checked is not None and len(todo) != len(pushes):
+                raise StaleCheck(
+                    f"{len(pushes) - len(todo)} of {len(pushes)} pushes had already landed; "
+                    "check the remaining ones again"
+                )
+            written = self._write([pushes[n] for n in todo], checked) if todo else []
             for number, response in zip(todo, written, strict=True):
                 responses[number] = response
             for number, push in enumerate(pushes):  # a key repeated within the group
@@ -316,7 +380,7 @@ class Catalog:
                     responses[number] = responses[first_with_key[push.idempotency_key or ""]]
             return [r for r in responses if r is not None]
 
-    def _write(self, pushes: list[_Push]) -> list[dict[str, Any]]:
+    def _write(self, pushes: list[_Push], checked: Checked | None = None) -> list[dict[str, Any]]:
         """Validate, derive and store a group of pushes; their responses, in order.
 
         The group is derived as one batch and shares each table's commit; on
@@ -326,7 +390,7 @@ class Catalog:
         first = pushes[0]
         replay = first.replay
         parsed = combine([p.parsed for p in pushes])
-        sizes = np.array([len(p.parsed.items) for p in pushes], dtype="int64")
+        sizes = np.array([len(p.parsed.item_json) for p in pushes], dtype="int64")
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         request_ids = pd.Series(np.repeat([p.request_id for p in pushes], sizes), dtype=object)
         received_at = pd.Series(
@@ -339,7 +403,9 @@ class Catalog:
             if not self._ensured:
                 self.lake.ensure()
                 self._ensured = True
-            derived = self.derive(parsed, request_ids=request_ids, received_at=received_at)
+            derived = self.derive(
+                parsed, request_ids=request_ids, received_at=received_at, checked=checked
+            )
         except (DeltaError, OSError, LakeError) as exc:
             self._ensured = False
             raise _write_failed(

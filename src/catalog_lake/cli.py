@@ -236,6 +236,12 @@ def ingest(
         int, typer.Option(min=1, help="Items of consecutive pushes written in one commit.")
     ] = 20_000,
     force: Annotated[bool, typer.Option(help="Ingest files already ingested unchanged.")] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Processes that parse and validate the next groups while one is written."
+        ),
+    ] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
@@ -253,6 +259,7 @@ def ingest(
                 force,
                 progress=progress,
                 group_items=group_items,
+                workers=workers,
             )
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
@@ -404,6 +411,9 @@ def bench(
         int, typer.Option(min=1, help="Items of consecutive pushes written in one commit.")
     ] = 20_000,
     small_pushes: Annotated[int, typer.Option(min=0, help="10-item pushes to time.")] = 20,
+    workers: Annotated[
+        int, typer.Option(min=0, help="Worker processes for the ingests (as in ingest).")
+    ] = 0,
     reingest: Annotated[
         bool, typer.Option(help="Also time the re-ingest of an overlapping feed.")
     ] = True,
@@ -423,6 +433,7 @@ def bench(
         batch_size=batch_size,
         group_items=group_items,
         small_pushes=small_pushes,
+        workers=workers,
         reingest=reingest,
         workdir=workdir,
         keep=workdir is not None,

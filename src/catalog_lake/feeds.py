@@ -12,20 +12,24 @@ import gc
 import gzip
 import hashlib
 import json
+import multiprocessing
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from . import settings
-from .catalog import Catalog, PushRequest
+from .catalog import Catalog, Checked, PushRequest, StaleCheck, check_group
 from .errors import CatalogLakeError, PushError
-from .parse import decode_payload, parse_push
+from .parse import combine, decode_payload, parse_push
 from .schemas import FILES, RUNS
 from .summary import FAILED_ITEMS_KEY, failure_codes, run_summary
 
@@ -235,6 +239,7 @@ def ingest_files(
     progress: Progress = _quiet,
     group_items: int = DEFAULT_GROUP_ITEMS,
     detail_items: int = DETAIL_ITEMS,
+    workers: int = 0,
 ) -> list[FileResult]:
     """Push feed files in batches; never raises for a bad file, it reports it.
 
@@ -242,8 +247,14 @@ def ingest_files(
     response, ``pushes`` row). Batches of consecutive files are written
     together in groups of about ``group_items`` items (``Catalog.push_many``):
     a Delta commit costs about the same for ten items as for ten thousand,
-    and feeds often come as many small files. Files are read one at a time,
-    so memory follows ``group_items``, not the feed.
+    and feeds often come as many small files. Files are read one group at a
+    time, so memory follows ``group_items``, not the feed.
+
+    With ``workers`` > 0, that many spawned processes parse, validate and
+    type the next groups while this one assigns ids and writes the current
+    one (``check_files``); groups are then cut by file size, about
+    ``group_items`` items of ``ITEM_BYTES`` each. The result is the same as
+    in process; a group a worker could not finish is redone in process.
 
     A lake failure marks every file of its group ``error`` (their batches are
     upserts under idempotency keys, so trying again stores each item once
@@ -254,18 +265,63 @@ def ingest_files(
     items does not hold millions of ids: the full responses are in the
     ``pushes`` table, every failure in ``rejects``.
     """
-    results: list[FileResult] = []
+    writer = _GroupWriter(catalog, flow_run_id, progress, detail_items)
+    if workers > 0 and len(files) > 1:
+        chunks = file_groups(files, max_bytes=max(1, group_items) * ITEM_BYTES)
+        if len(chunks) > 1:
+            return _ingest_with_workers(writer, chunks, batch_size, workers)
     group: list[tuple[FileResult, list[PushRequest]]] = []
     pending = 0
-    detail_left = detail_items
+    for feed in files:
+        try:
+            with catalog.timed("read_parse"):
+                requests = _file_pushes(feed, batch_size)
+        except (PushError, OSError) as exc:
+            writer.invalid(feed, exc)
+            continue
+        group.append((writer.ingested(feed), requests))
+        pending += sum(len(r.payload.item_json) for r in requests)
+        if pending >= group_items:
+            writer.write(group)
+            group, pending = [], 0
+    writer.write(group)
+    return writer.results
 
-    def flush() -> None:
-        nonlocal pending, detail_left
+
+#: Feed bytes per item assumed when groups are cut before parsing (workers).
+ITEM_BYTES = 1_400
+
+
+class _GroupWriter:
+    """Writes groups of file pushes and keeps the results of the run's files in order."""
+
+    def __init__(self, catalog: Catalog, flow_run_id, progress: Progress, detail_items: int):
+        self.catalog = catalog
+        self.flow_run_id = flow_run_id
+        self.progress = progress
+        self.detail_left = detail_items
+        self.results: list[FileResult] = []
+
+    def invalid(self, feed: FeedFile, error: Exception | str) -> None:
+        self.results.append(FileResult(feed, "invalid", error=str(error)))
+        self.progress("file", file=feed.path, status="invalid", items=0)
+
+    def ingested(self, feed: FeedFile) -> FileResult:
+        result = FileResult(feed, "ingested")
+        self.results.append(result)
+        return result
+
+    def write(
+        self, group: list[tuple[FileResult, list[PushRequest]]], checked: Checked | None = None
+    ) -> None:
+        """Push a group's requests with one ``push_many`` (``StaleCheck`` passes through)."""
         if not group:
             return
         requests = [request for _, file_requests in group for request in file_requests]
         try:
-            responses = catalog.push_many(requests, flow_run_id=flow_run_id)
+            responses = self.catalog.push_many(
+                requests, flow_run_id=self.flow_run_id, checked=checked
+            )
         except PushError as exc:
             for result, _ in group:
                 result.status, result.error = "error", str(exc)
@@ -274,35 +330,123 @@ def ingest_files(
             for result, file_requests in group:
                 for response in responses[position : position + len(file_requests)]:
                     received = int(response["catalog_push_received_product_count"])
-                    if received <= detail_left:
-                        detail_left -= received
+                    if received <= self.detail_left:
+                        self.detail_left -= received
                     else:
-                        detail_left, response = 0, brief(response)
+                        self.detail_left, response = 0, brief(response)
                     result.responses.append(response)
                 position += len(file_requests)
         for result, file_requests in group:
             for request in file_requests:
-                progress("batch", file=result.feed.path, items=len(request.payload.items))
-            progress("file", file=result.feed.path, status=result.status, items=result.items)
-        group.clear()
-        pending = 0
+                items = len(request.payload.item_json)
+                self.progress("batch", file=result.feed.path, items=items)
+            self.progress("file", file=result.feed.path, status=result.status, items=result.items)
 
+
+@dataclass
+class CheckedFiles:
+    """What ``check_files`` made of some feed files, ready for ``Catalog.push_many``."""
+
+    pushes: list[int | str]  # per file: its number of pushes, or why it is invalid
+    requests: list[PushRequest]  # payloads are ``ParsedPush.received_only()``
+    checked: Checked | None
+    timings: dict[str, float]
+
+
+def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
+    """Read, parse, validate and type some feed files: a group's work that needs no lake.
+
+    Runs in a worker process (``ingest_files(workers=...)``); what it returns
+    is what the writing process needs, without the decoded items.
+    """
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    pushes: list[int | str] = []
+    requests: list[PushRequest] = []
     for feed in files:
         try:
-            with catalog.timed("read_parse"):
+            file_requests = _file_pushes(feed, batch_size)
+        except (PushError, OSError) as exc:
+            pushes.append(str(exc))
+            continue
+        pushes.append(len(file_requests))
+        requests += file_requests
+    timings["read_parse"] = time.perf_counter() - started
+    checked = None
+    if requests:
+        parsed = combine([request.payload for request in requests])
+        sizes = [len(request.payload.item_json) for request in requests]
+        groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
+        checked = check_group(parsed, groups, timings)
+    received = [
+        PushRequest(r.payload.received_only(), r.source, r.idempotency_key) for r in requests
+    ]
+    return CheckedFiles(pushes, received, checked, timings)
+
+
+def _ingest_with_workers(
+    writer: _GroupWriter, chunks: list[list[FeedFile]], batch_size: int, workers: int
+) -> list[FileResult]:
+    """Check groups in spawned workers, ``workers`` ahead, and write them in order.
+
+    Spawned, not forked: deltalake must not run in a forked child. A group
+    whose worker failed (or whose pushes partly landed before, so its check
+    no longer applies) is checked again in process.
+    """
+    catalog = writer.catalog
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        queued: deque = deque()
+        upcoming = iter(chunks)
+
+        def submit() -> None:
+            chunk = next(upcoming, None)
+            if chunk is not None:
+                queued.append((chunk, pool.submit(check_files, chunk, batch_size)))
+
+        for _ in range(workers):  # more ahead would only wait, holding memory
+            submit()
+        while queued:
+            chunk, future = queued.popleft()
+            try:
+                outcome = future.result()
+            except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
+                outcome = None
+            submit()
+            if outcome is None:
+                _write_in_process(writer, chunk, batch_size)
+                continue
+            for stage, seconds in outcome.timings.items():
+                catalog.timings[stage] += seconds
+            group, position = [], 0
+            for feed, pushes in zip(chunk, outcome.pushes, strict=True):
+                if isinstance(pushes, str):
+                    writer.invalid(feed, pushes)
+                    continue
+                requests = outcome.requests[position : position + pushes]
+                group.append((writer.ingested(feed), requests))
+                position += pushes
+            try:
+                writer.write(group, outcome.checked)
+            except StaleCheck:
+                for result, _ in group:
+                    writer.results.remove(result)
+                _write_in_process(writer, [result.feed for result, _ in group], batch_size)
+    return writer.results
+
+
+def _write_in_process(writer: _GroupWriter, chunk: list[FeedFile], batch_size: int) -> None:
+    """One group read, checked and written in this process (the workers' fallback)."""
+    group = []
+    for feed in chunk:
+        try:
+            with writer.catalog.timed("read_parse"):
                 requests = _file_pushes(feed, batch_size)
         except (PushError, OSError) as exc:
-            results.append(FileResult(feed, "invalid", error=str(exc)))
-            progress("file", file=feed.path, status="invalid", items=0)
+            writer.invalid(feed, exc)
             continue
-        result = FileResult(feed, "ingested")
-        results.append(result)
-        group.append((result, requests))
-        pending += sum(len(r.payload.items) for r in requests)
-        if pending >= group_items:
-            flush()
-    flush()
-    return results
+        group.append((writer.ingested(feed), requests))
+    writer.write(group)
 
 
 def brief(response: dict[str, Any]) -> dict[str, Any]:
@@ -390,12 +534,14 @@ def ingest(
     progress: Progress = _quiet,
     group_items: int = DEFAULT_GROUP_ITEMS,
     detail_items: int = DETAIL_ITEMS,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """Ingest every new or changed feed file under ``source``; return the run summary.
 
     ``batch_size`` is the items per push, ``group_items`` the items of
     consecutive pushes written with one commit per table, ``detail_items``
-    the items the summary lists one by one (``ingest_files``).
+    the items the summary lists one by one, ``workers`` the processes that
+    check groups ahead of the writer (``ingest_files``).
     """
     started, started_at = time.perf_counter(), catalog.clock()
     catalog.lake.ensure()
@@ -407,7 +553,14 @@ def ingest(
     progress("plan", files=len(plan_.to_ingest), skipped=len(plan_.skipped))
     results = list(plan_.refused)
     results += ingest_files(
-        catalog, plan_.to_ingest, batch_size, flow_run_id, progress, group_items, detail_items
+        catalog,
+        plan_.to_ingest,
+        batch_size,
+        flow_run_id,
+        progress,
+        group_items,
+        detail_items,
+        workers,
     )
     record_files(catalog, plan_, results, flow_run_id)
     summary = run_summary(

@@ -103,6 +103,15 @@ class ParsedPush:
     frame: pd.DataFrame
     errors: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
+    def received_only(self) -> ParsedPush:
+        """The push without its decoded items and frame: what writing needs once it is checked.
+
+        A worker process that validated the push sends this back; the items
+        themselves travel as typed columns (``catalog.Checked``).
+        """
+        empty = pd.DataFrame(index=pd.RangeIndex(len(self.item_json)))
+        return ParsedPush(items=[], item_json=self.item_json, frame=empty, errors=self.errors)
+
 
 def decode_payload(payload: Any) -> Any:
     """Decode JSON text or bytes; pass other objects through untouched."""
@@ -291,7 +300,7 @@ def combine(parsed: list[ParsedPush]) -> ParsedPush:
     offset = 0
     for one in parsed:
         errors.update({offset + index: errs for index, errs in one.errors.items()})
-        offset += len(one.items)
+        offset += len(one.item_json)
     frame = pd.concat([one.frame for one in parsed], ignore_index=True, sort=False)
     return ParsedPush(
         items=[item for one in parsed for item in one.items],

@@ -1,0 +1,115 @@
+"""Groups checked in worker processes are stored and answered exactly as in one process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from catalog_lake import Catalog, PushRequest
+from catalog_lake.feeds import check_files, discover, ingest
+from tests.conftest import make_item
+from tests.test_groups import Ticking
+
+FEEDS = Path(__file__).parents[1] / "data" / "feeds"
+# The default feeds, plus a later file that updates an item of an earlier one and
+# a file that cannot be parsed: each its own group when groups are this small.
+EXTRA = {
+    "zz_update.json": json.dumps(
+        {
+            "items": [
+                make_item(client_item_id="BEAU-LIP-RED", name="Lipstick v2"),
+                make_item(client_item_id="NEW-1"),
+                make_item(client_item_id="NEW-1", name="Again"),
+                make_item(client_item_id="NEW-2", pricing_info__mrp="free"),
+            ]
+        }
+    ),
+    "zz_broken.json": '{"items": [',
+}
+ONE_FILE_PER_GROUP = 1  # group_items=1: groups are cut at 1,400 bytes, one file each
+
+
+@pytest.fixture
+def source(tmp_path) -> Path:
+    folder = tmp_path / "feeds"
+    shutil.copytree(FEEDS, folder)
+    for name, text in EXTRA.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def _run(tmp_path, clock, source, name, workers):
+    # Groups are pushed one after another: their received_at must not tie.
+    catalog = Catalog(tmp_path / name, clock=Ticking(clock))
+    summary = ingest(catalog, source, batch_size=2, group_items=ONE_FILE_PER_GROUP, workers=workers)
+    return catalog, summary
+
+
+def _without_request_ids(summary: dict) -> dict:
+    volatile = {"catalog_push_request_id", "request_id", "duration_s", "items_per_second"}
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in volatile}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(summary)
+
+
+def _table(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.drop(columns=[c for c in ("request_id",) if c in frame.columns])
+    return frame.sort_values("client_item_id", ignore_index=True)
+
+
+def test_workers_store_and_answer_exactly_as_one_process(tmp_path, clock, source):
+    alone, expected = _run(tmp_path, clock, source, "alone", workers=0)
+    helped, got = _run(tmp_path, clock, source, "helped", workers=2)
+
+    assert _without_request_ids(got) == _without_request_ids(expected)
+    assert got["files"]["failed"] == [
+        {"path": "zz_broken.json", "status": "invalid", "error": got["files"]["failed"][0]["error"]}
+    ]
+    pd.testing.assert_frame_equal(_table(helped.records()), _table(alone.records()))
+    pd.testing.assert_frame_equal(_table(helped.items()), _table(alone.items()))
+    rejects = ["client_item_id", "index", "codes"]
+    assert helped.rejects()[rejects].astype(str).values.tolist() == (
+        alone.rejects()[rejects].astype(str).values.tolist()
+    )
+    assert helped.check()["ok"]
+
+
+def test_a_group_whose_batches_partly_landed_is_checked_again_and_stored_once(
+    tmp_path, clock, source
+):
+    catalog = Catalog(tmp_path / "lake", clock=Ticking(clock))
+    update = next(f for f in discover(source)[0] if f.path == "zz_update.json")
+    # Batch 0 of the file landed in an earlier, interrupted run (same idempotency key).
+    early = check_files([update], batch_size=2).requests[0]
+    first = catalog.push_many([PushRequest(early.payload, early.source, early.idempotency_key)])
+
+    summary = ingest(catalog, source, batch_size=2, group_items=ONE_FILE_PER_GROUP, workers=2)
+
+    (result,) = [b for b in summary["batches"] if b["file"] == "zz_update.json"][:1]
+    assert result["catalog_push_request_id"] == first[0]["catalog_push_request_id"]
+    records = catalog.records()
+    assert records["client_item_id"].is_unique
+    assert set(records["client_item_id"]) >= {"BEAU-LIP-RED", "NEW-1"}
+    assert catalog.check()["ok"]
+
+
+def test_a_worker_hands_back_what_was_received_not_the_decoded_items(source):
+    files = [f for f in discover(source)[0] if f.path in ("food.json", "zz_broken.json")]
+    checked = check_files(files, batch_size=2)
+
+    assert checked.pushes[0] == len(checked.requests) and isinstance(checked.pushes[1], str)
+    for request in checked.requests:
+        assert request.payload.items == [] and request.payload.item_json
+    assert len(checked.checked.client_ids) == sum(
+        len(r.payload.item_json) for r in checked.requests
+    )
