@@ -65,3 +65,20 @@ def test_bench_command_prints_a_report(tmp_path):
     assert "catalog-lake first ingest" in outcome.stdout
     assert "reingest" not in outcome.stdout
     assert record.read_text().startswith("\n## bench ")
+
+
+def test_bench_with_worker_processes_stores_the_same_and_counts_their_memory(tmp_path):
+    result = run(
+        2_500,
+        small_pushes=0,
+        reingest=False,
+        group_items=1_000,  # three files, one group each: the workers have work
+        workers=2,
+        workdir=tmp_path,
+        progress=lambda message: None,
+    )
+    first = result["first"]
+    assert (first["received"], first["stored"] + first["failed"]) == (2_500, 2_500)
+    assert first["workers"] == 2 and first["workers_rss_mb"] > 0
+    assert first["rss_mb"] > first["workers_rss_mb"]
+    assert "checked by 2 worker processes" in report(result)

@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -123,8 +124,10 @@ def _small_pushes(lake: str, lake_items: int, pushes: int, size: int, seed: int)
 
 
 def _in_child(function, *args):
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(function, args)
+    # Not multiprocessing.Pool: its daemonic children could not start ingest workers.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(function, *args).result()
 
 
 def run(

@@ -224,13 +224,13 @@ class Catalog:
         same for 10 items as for 10,000, so feeds of many small files are
         written in groups (``feeds.ingest_files``).
 
-        Returns:
-            One response per request, in order.
-
         ``checked`` is ``check_group`` of exactly these requests' items, made
         ahead (``feeds`` does it in worker processes); the requests' payloads
         are then ``ParsedPush`` objects that need only ``item_json`` and
         ``errors``.
+
+        Returns:
+            One response per request, in order.
 
         Raises:
             PushError: one payload is unusable (nothing is written; the message

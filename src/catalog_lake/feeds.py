@@ -247,8 +247,9 @@ def ingest_files(
     response, ``pushes`` row). Batches of consecutive files are written
     together in groups of about ``group_items`` items (``Catalog.push_many``):
     a Delta commit costs about the same for ten items as for ten thousand,
-    and feeds often come as many small files. Files are read one group at a
-    time, so memory follows ``group_items``, not the feed.
+    and feeds often come as many small files. Files are read one at a time
+    and each group is written before the next is read, so memory follows
+    ``group_items``, not the feed.
 
     With ``workers`` > 0, that many spawned processes parse, validate and
     type the next groups while this one assigns ids and writes the current
@@ -273,14 +274,11 @@ def ingest_files(
     group: list[tuple[FileResult, list[PushRequest]]] = []
     pending = 0
     for feed in files:
-        try:
-            with catalog.timed("read_parse"):
-                requests = _file_pushes(feed, batch_size)
-        except (PushError, OSError) as exc:
-            writer.invalid(feed, exc)
+        entry = writer.read(feed, batch_size)
+        if entry is None:
             continue
-        group.append((writer.ingested(feed), requests))
-        pending += sum(len(r.payload.item_json) for r in requests)
+        group.append(entry)
+        pending += sum(len(r.payload.item_json) for r in entry[1])
         if pending >= group_items:
             writer.write(group)
             group, pending = [], 0
@@ -310,6 +308,16 @@ class _GroupWriter:
         result = FileResult(feed, "ingested")
         self.results.append(result)
         return result
+
+    def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, list[PushRequest]] | None:
+        """A file's pushes, parsed here; None (and the file reported) if it is unusable."""
+        try:
+            with self.catalog.timed("read_parse"):
+                requests = _file_pushes(feed, batch_size)
+        except (PushError, OSError) as exc:
+            self.invalid(feed, exc)
+            return None
+        return self.ingested(feed), requests
 
     def write(
         self, group: list[tuple[FileResult, list[PushRequest]]], checked: Checked | None = None
@@ -401,15 +409,19 @@ def _ingest_with_workers(
 
         def submit() -> None:
             chunk = next(upcoming, None)
-            if chunk is not None:
+            if chunk is None:
+                return
+            try:
                 queued.append((chunk, pool.submit(check_files, chunk, batch_size)))
+            except Exception:  # noqa: BLE001 - a broken pool: the group is done in process
+                queued.append((chunk, None))
 
         for _ in range(workers):  # more ahead would only wait, holding memory
             submit()
         while queued:
             chunk, future = queued.popleft()
             try:
-                outcome = future.result()
+                outcome = None if future is None else future.result()
             except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
                 outcome = None
             submit()
@@ -437,16 +449,8 @@ def _ingest_with_workers(
 
 def _write_in_process(writer: _GroupWriter, chunk: list[FeedFile], batch_size: int) -> None:
     """One group read, checked and written in this process (the workers' fallback)."""
-    group = []
-    for feed in chunk:
-        try:
-            with writer.catalog.timed("read_parse"):
-                requests = _file_pushes(feed, batch_size)
-        except (PushError, OSError) as exc:
-            writer.invalid(feed, exc)
-            continue
-        group.append((writer.ingested(feed), requests))
-    writer.write(group)
+    entries = [writer.read(feed, batch_size) for feed in chunk]
+    writer.write([entry for entry in entries if entry is not None])
 
 
 def brief(response: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from . import settings
 from .errors import LakeError
 from .schemas import PARTITIONS, STATS_COLUMNS, TABLES
 
-#: Attempts for a merge that loses a commit race before giving up.
+#: Attempts for a write that loses a commit race (merge or block rewrite) before giving up.
 MERGE_ATTEMPTS = 5
 #: Columns an upsert never changes on a row that already exists.
 KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
@@ -264,14 +264,16 @@ class Lake:
         from deltalake import write_deltalake
 
         predicate = _blocks_predicate(data["id_block"])
+        # Wait for the read-ahead before touching the table: it uses the same object.
+        ahead = prefetched.result() if prefetched is not None else None
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             table = self.table(name)
             if table is None:
                 raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
             stored = None
-            if prefetched is not None:
-                version, read_predicate, read = prefetched.result()
-                prefetched = None
+            if ahead is not None:
+                version, read_predicate, read = ahead
+                ahead = None
                 if version == table.version() and read_predicate == predicate:
                     stored = read
             if stored is None:
