@@ -115,6 +115,15 @@ def test_ingest_prints_the_run_summary_and_skips_next_time(run):
     assert json.loads(second.stdout)["files"]["skipped"] == summary["files"]["ingested"]
 
 
+def test_ingest_with_worker_processes_stores_the_same_feeds(run):
+    # --group-items 1: every file is its own group, so the two workers have work.
+    result = run("ingest", str(FEEDS), "--json", "--workers", "2", "--group-items", "1")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4}
+    assert len(summary["files"]["ingested"]) == 6
+
+
 def test_ingest_exits_1_when_a_file_failed(run, tmp_path):
     (tmp_path / "bad.json").write_text("nope")
     result = run("ingest", str(tmp_path))

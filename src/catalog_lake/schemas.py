@@ -373,9 +373,10 @@ PARTITIONS: dict[str, list[str]] = {
 #: Columns whose min/max statistics Delta keeps, for tables too wide for the
 #: default (the first 32 columns). Every commit carries the statistics of
 #: every file it adds, and delta-rs re-reads the table's statistics after
-#: each commit: with all 32 of items' first columns, a 10-row append into a
-#: 500-file items table took 20 ms; with these, 12 ms. Readers filter items
-#: by id, key, category or time, and records (25 columns) keeps them all.
+#: each commit: a 10-row append into the items table of a million-item lake
+#: (500 files) took 35 ms with the default and 20 ms with these four.
+#: Readers filter items by id, key, category or time; records (25 columns)
+#: keeps them all.
 STATS_COLUMNS: dict[str, list[str]] = {
     "items": ["object_id", "client_item_id", "lake_category", "updated_at"],
 }
