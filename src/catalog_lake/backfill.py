@@ -4,7 +4,7 @@ After a change to the synonym list, a tag rule or a validation rule, a
 backfill replays the raw items of a scope (everything, a time range, or some
 request ids) through the same ``Catalog.derive`` a push uses. Pushes are
 replayed in the order they were received, in chunks, and each item keeps
-its service id and its ``updated_at``; the merge's "not older" guard makes a
+its service id and its ``updated_at``; the upsert's "not older" guard makes a
 replay leave alone any item that a later push (outside the scope) replaced.
 """
 

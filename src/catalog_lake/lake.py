@@ -66,7 +66,7 @@ class Lake:
         """Hold the lake's writer lock: one writer at a time changes ids and rows.
 
         Delta commits are atomic per table, but a push reads the items table
-        (to find ids), then appends and merges: two writers interleaving
+        (to find ids), then appends and rewrites: two writers interleaving
         there could give one id to two items or two rows to one item, and an
         append never conflicts in Delta. An exclusive ``flock`` on a file in
         the lake folder serializes writers across processes; the kernel drops
