@@ -133,3 +133,20 @@ def test_blocks_read_ahead_are_read_again_when_the_table_moved_since(catalog, cl
     records = catalog.records().set_index("client_item_id")
     assert sorted(records.index) == ["a", "b", "c"]
     assert records.loc["a", "product_name"] == "Renamed"
+
+
+def test_a_lake_read_through_sql_as_on_an_object_store_updates_the_same(
+    tmp_path, clock, monkeypatch
+):
+    """Object stores have no writer lock and no local Parquet paths: every read goes through SQL."""
+    for module in ("catalog_lake.lake", "catalog_lake.catalog"):
+        monkeypatch.setattr(f"{module}.is_local", lambda uri: False)
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
+    clock.now += timedelta(minutes=1)
+    again = catalog.push({"items": [make_item(client_item_id="a", name="Renamed")]})
+
+    assert again["items"] == [{"a": "1"}]
+    items = catalog.items().set_index("client_item_id")
+    assert items.loc["a", "name"] == "Renamed" and items.loc["b", "object_id"] == 2
+    assert catalog.check()["ok"]
