@@ -31,9 +31,11 @@ test: setup
 	$(BIN)/python -m pytest
 
 # Benchmark against the DuckDB baseline; appends the report to bench/results.md.
+# WORKERS=2 runs the ingests with two worker processes (see README, "Performance").
 ITEMS ?= 100000
+WORKERS ?= 0
 bench: setup
-	$(BIN)/catalog-lake bench --items $(ITEMS) --record bench/results.md
+	$(BIN)/catalog-lake bench --items $(ITEMS) --workers $(WORKERS) --record bench/results.md
 
 lint: setup
 	$(BIN)/ruff check src flows tests
