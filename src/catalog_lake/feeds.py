@@ -171,29 +171,36 @@ def read_items(feed: FeedFile) -> list[dict[str, Any]]:
     line) are both accepted, gzipped or not. Anything unreadable raises
     ``PushError`` naming the file's problem, and nothing of the file is pushed.
     """
+    return _read_feed(feed)[0]
+
+
+def _read_feed(feed: FeedFile) -> tuple[list[dict[str, Any]], bool]:
+    """The file's items, and whether its text held no float, NaN or Infinity at all."""
     data = feed.absolute.read_bytes()
     if feed.path.lower().endswith(".gz"):
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError) as exc:
             raise PushError("invalid_json", f"not a readable gzip file: {exc}") from None
+    notes: set[str] = set()
     name = feed.path.lower().removesuffix(".gz")
     if name.endswith((".jsonl", ".ndjson")):
-        return list(_json_lines(data))
-    payload = decode_payload(data)
+        items = list(_json_lines(data, notes))
+        return items, not notes
+    payload = decode_payload(data, notes)
     if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):
         raise PushError(
             "invalid_payload", "a .json feed must be a product object with an 'items' list"
         )
-    return payload["items"]
+    return payload["items"], not notes
 
 
-def _json_lines(data: bytes) -> Iterator[dict[str, Any]]:
+def _json_lines(data: bytes, notes: set[str] | None = None) -> Iterator[dict[str, Any]]:
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            item = decode_payload(line)
+            item = decode_payload(line, notes)
         except PushError as exc:
             raise PushError(exc.reason, f"line {number}: {exc.detail}") from None
         if not isinstance(item, dict):
@@ -221,10 +228,12 @@ def _file_pushes(feed: FeedFile, batch_size: int) -> list[PushRequest]:
     paused = gc.isenabled()
     gc.disable()
     try:
-        for number, batch in enumerate(batches(read_items(feed), batch_size)):
+        items, plain = _read_feed(feed)
+        for number, batch in enumerate(batches(items, batch_size)):
             # The key makes a retried file skip the batches that already landed.
             key = f"file:{feed.checksum}:{batch_size}:{number}"
-            requests.append(PushRequest(parse_push({"items": batch}), feed.path, key))
+            parsed = parse_push({"items": batch}, plain=plain)
+            requests.append(PushRequest(parsed, feed.path, key))
     finally:
         if paused:
             gc.enable()
