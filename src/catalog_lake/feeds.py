@@ -43,6 +43,8 @@ DEFAULT_GROUP_ITEMS = 20_000
 DETAIL_ITEMS = 10_000
 #: Feed bytes per ingest-flow task (about 25,000 items of 1.3 KB).
 DEFAULT_GROUP_BYTES = 32 * 1024 * 1024
+#: Feed bytes per item assumed when groups are cut before parsing (workers).
+ITEM_BYTES = 1_400
 
 Progress = Callable[..., None]
 
@@ -293,10 +295,6 @@ def ingest_files(
             group, pending = [], 0
     writer.write(group)
     return writer.results
-
-
-#: Feed bytes per item assumed when groups are cut before parsing (workers).
-ITEM_BYTES = 1_400
 
 
 class _GroupWriter:

@@ -363,8 +363,7 @@ class Lake:
         predicate = "t.client_item_id = s.client_item_id"
         partitions = PARTITIONS.get(name, [])
         if partitions == ["id_block"] and "id_block" in data.column_names:
-            blocks = sorted(pc.unique(data["id_block"]).to_pylist())
-            predicate = f"t.id_block IN ({', '.join(map(str, blocks))}) AND {predicate}"
+            predicate = f"t.{_blocks_predicate(data['id_block'])} AND {predicate}"
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             table = self.table(name)
             if table is None:

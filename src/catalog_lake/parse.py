@@ -299,15 +299,14 @@ def _dump(item: dict[str, Any], index: int, *, fast: bool = False) -> str:
     quantities are strings in feeds, so most files qualify. The text is what
     idempotency digests are made of: it must not depend on the path.
     """
-    if fast and not any(isinstance(c, _DuplicateKeys) for _, c in _containers(item)):
+    repeats = any(isinstance(c, _DuplicateKeys) for _, c in _containers(item))
+    if fast and not repeats:
         try:
-            text = orjson.dumps(item).decode("utf-8")
+            return orjson.dumps(item).decode("utf-8")
         except (orjson.JSONEncodeError, UnicodeDecodeError):
             pass
-        else:
-            return text
     try:
-        if any(isinstance(c, _DuplicateKeys) for _, c in _containers(item)):
+        if repeats:
             return _dump_pairs(item)
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
