@@ -168,7 +168,7 @@ def test_schema_drift_loses_nothing_and_never_changes_the_tables(catalog, clock)
         {"items": [make_item(attributes__warranty={"years": 2}, attributes__brand=["A", "B"])]}
     )
     item = catalog.items().iloc[0]
-    assert (item["attr_brand"], json.loads(item["extra_attributes"])) == (
+    assert (item["attributes"]["brand"], json.loads(item["extra_attributes"])) == (
         "Aashirvaad",
         {"warranty": "1 year"},
     )

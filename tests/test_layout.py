@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -119,20 +121,36 @@ def test_items_keep_statistics_only_for_the_columns_readers_filter_on(catalog):
 
 def test_blocks_read_ahead_are_read_again_when_the_table_moved_since(catalog, clock):
     catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
-    ahead = catalog.lake.prefetch("records", [0])
-    ahead.result()
-    catalog.push({"items": [make_item(client_item_id="c")]})  # lands in block 0 after the read
-
     stored = catalog.lake.read("records")
     renamed = stored.filter(pc.equal(stored["client_item_id"], "a"))
     renamed = renamed.set_column(
         renamed.schema.get_field_index("product_name"), "product_name", pa.array(["Renamed"])
     )
+    ahead = catalog.lake.prefetch("records", renamed)
+    ahead.result()
+    catalog.push({"items": [make_item(client_item_id="c")]})  # lands in block 0 after the read
+
     catalog.lake.upsert("records", renamed, prefetched=ahead)
 
     records = catalog.records().set_index("client_item_id")
     assert sorted(records.index) == ["a", "b", "c"]
     assert records.loc["a", "product_name"] == "Renamed"
+
+
+def test_blocks_folded_ahead_for_other_rows_are_not_used(catalog):
+    catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
+    stored = catalog.lake.read("records")
+    ahead = catalog.lake.prefetch("records", stored.filter(pc.equal(stored["client_item_id"], "a")))
+    renamed = stored.filter(pc.equal(stored["client_item_id"], "b"))
+    renamed = renamed.set_column(
+        renamed.schema.get_field_index("product_name"), "product_name", pa.array(["Renamed"])
+    )
+
+    catalog.lake.upsert("records", renamed, prefetched=ahead)
+
+    records = catalog.records().set_index("client_item_id")
+    assert records.loc["b", "product_name"] == "Renamed"
+    assert records.loc["a", "product_name"] != "Renamed"
 
 
 def test_a_lake_read_through_sql_as_on_an_object_store_updates_the_same(
@@ -150,3 +168,66 @@ def test_a_lake_read_through_sql_as_on_an_object_store_updates_the_same(
     items = catalog.items().set_index("client_item_id")
     assert items.loc["a", "name"] == "Renamed" and items.loc["b", "object_id"] == 2
     assert catalog.check()["ok"]
+
+
+def test_string_attributes_are_one_map_in_the_items_table_and_typed_ones_keep_columns(catalog):
+    catalog.push(
+        {
+            "items": [
+                make_item(
+                    client_item_id="a", attributes__colour=" Deep  Red ", attributes__size=42
+                ),
+                make_item(client_item_id="b", attributes__brand=None, attributes__is_veg=None),
+            ]
+        }
+    )
+    items = catalog.items().set_index("client_item_id")
+
+    # SPEC 2.6 order (colour, size, brand, is_veg), cleaned text, numbers as their text
+    assert list(items.loc["a", "attributes"].items()) == [
+        ("colour", "Deep Red"),
+        ("size", "42"),
+        ("brand", "Aashirvaad"),
+        ("is_veg", "yes"),
+    ]
+    assert items.loc["b", "attributes"] == {}
+    assert not items.loc["a", "attr_returnable"]
+    assert items.loc["a", "attr_return_window_seconds"] == 7 * 86400
+    assert not [c for c in items.columns if c in ("attr_brand", "attr_colour", "attr_is_veg")]
+
+
+def test_attributes_read_back_from_the_map_give_the_same_records(catalog):
+    from catalog_lake.parse import parse_push
+    from catalog_lake.records import pack_attributes, typed_items, unpack_attributes
+    from catalog_lake.validate import validate
+
+    checked = validate(
+        parse_push({"items": [make_item(attributes__colour="Red"), make_item(client_item_id="x")]})
+    )
+    typed = typed_items(checked.frame).frame
+    unpacked = unpack_attributes(pack_attributes(typed))
+    for column in unpacked.columns:
+        assert (
+            unpacked[column].tolist()
+            == typed[column].astype(object).where(typed[column].notna(), None).tolist()
+        ), column
+
+
+def test_an_ingest_run_leaves_a_checkpoint_so_the_next_push_replays_little(catalog, tmp_path):
+    from catalog_lake.feeds import ingest
+
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    for n in range(3):
+        items = [make_item(client_item_id=f"{n}-{k}") for k in range(3)]
+        (feeds / f"f{n}.json").write_text(json.dumps({"items": items}))
+    ingest(catalog, feeds, group_items=3)
+
+    for name in ("raw", "items", "records", "pushes"):
+        table = catalog.lake.table(name)
+        marker = Path(table.table_uri.removeprefix("file://")) / "_delta_log" / "_last_checkpoint"
+        assert json.loads(marker.read_text())["version"] == table.version(), name
+    assert catalog.lake.checkpoint(["items"]) == []  # nothing new since
+    catalog.push({"items": [make_item(client_item_id="late")]})
+    assert catalog.lake.checkpoint(["items"]) == ["items"]
+    assert len(catalog.records()) == 10

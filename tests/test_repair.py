@@ -24,6 +24,10 @@ class CrashingLake(Lake):
         self._maybe_fail(name)
         return super().append(name, data, metadata)
 
+    def append_later(self, name, data, metadata=None):
+        self._maybe_fail(name)
+        return super().append_later(name, data, metadata)
+
     def upsert(self, name, data, metadata=None, **options):
         self._maybe_fail(name)
         return super().upsert(name, data, metadata, **options)

@@ -8,6 +8,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -391,7 +392,6 @@ class Catalog:
         replay = first.replay
         parsed = combine([p.parsed for p in pushes])
         sizes = np.array([len(p.parsed.item_json) for p in pushes], dtype="int64")
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
         request_ids = pd.Series(np.repeat([p.request_id for p in pushes], sizes), dtype=object)
         received_at = pd.Series(
             np.repeat(
@@ -403,42 +403,15 @@ class Catalog:
             if not self._ensured:
                 self.lake.ensure()
                 self._ensured = True
-            derived = self.derive(
-                parsed, request_ids=request_ids, received_at=received_at, checked=checked
-            )
+            if checked is None:
+                checked = check_group(parsed, request_ids, self.timings)
         except (DeltaError, OSError, LakeError) as exc:
             self._ensured = False
             raise _write_failed(
                 exc, first.request_id, raw_written=replay, pushes=len(pushes)
             ) from exc
-        items, records, client_ids = derived.items, derived.records, derived.client_ids
-        passed = derived.checked.passed.to_numpy(dtype=bool)
-        id_of = dict(
-            zip(
-                items.frame["client_item_id"].tolist(),
-                items.frame["object_id"].tolist(),
-                strict=True,
-            )
-        )
-        client_list = [_str_or_none(c) for c in client_ids.tolist()]
-        failed_all = [
-            {"index": index, "client_item_id": client_list[index], "errors": errs}
-            for index, errs in derived.checked.errors.items()
-        ]
-        failed_by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
-        for failure in failed_all:  # numbered within its own push
-            number = int(np.searchsorted(offsets, failure["index"], side="right")) - 1
-            failure["index"] -= int(offsets[number])
-            failed_by_push[number].append(failure)
-        responses = []
-        for number, push in enumerate(pushes):
-            lo, hi = int(offsets[number]), int(offsets[number + 1])
-            stored = [
-                (c, id_of[c]) for c, ok in zip(client_list[lo:hi], passed[lo:hi], strict=True) if ok
-            ]
-            responses.append(
-                push_response(push.request_id, hi - lo, stored, failed_by_push[number])
-            )
+        client_ids = checked.client_ids
+        passed = checked.checked.passed.to_numpy(dtype=bool)
         metadata = {"catalog_lake.request_id": first.request_id}
         if len(pushes) > 1:
             metadata["catalog_lake.pushes"] = str(len(pushes))
@@ -453,21 +426,36 @@ class Catalog:
         #   5. pushes  - the commit marker: a request id in raw without a row here
         #                is an interrupted push, and repair finishes it.
         # A group of pushes shares each commit, so it is all-or-nothing per table.
+        # raw is appended in the background while ids and records are derived
+        # (and the blocks to rewrite are read and folded), and waited for
+        # before anything else is written, so the order of commits holds.
         raw_written = replay
+        pending: Future | None = None
         try:
-            known = items.frame["known"].to_numpy(dtype=bool)
-            prefetched = {}
-            if known.any():  # updates rewrite their blocks: start reading them now
-                blocks = items.frame["id_block"].unique().tolist()
-                prefetched = {
-                    name: self.lake.prefetch(name, blocks) for name in ("items", "records")
-                }
             if not replay:
                 with self.timed("write_raw"):
                     raw = _raw(parsed, request_ids, received_at, passed, client_ids)
-                    self.lake.append("raw", raw, metadata)
+                    pending = self.lake.append_later("raw", raw, metadata)
+            derived = self.derive(
+                parsed, request_ids=request_ids, received_at=received_at, checked=checked
+            )
+            items, records = derived.items, derived.records
+            known = items.frame["known"].to_numpy(dtype=bool)
+            ahead: dict[str, Future] = {}
+            with self.timed("write_items"):
+                item_rows = items.table(ITEMS)
+                if known.any():  # updates rewrite their blocks: read and fold them now
+                    ahead["items"] = self.lake.prefetch("items", item_rows)
+            with self.timed("write_records"):
+                record_rows = records.table(RECORDS)
+                if known.any():
+                    ahead["records"] = self.lake.prefetch("records", record_rows)
+            failed_by_push, responses = _responses(pushes, checked, items)
+            if pending is not None:
+                with self.timed("write_raw"):
+                    pending.result()
                 raw_written = True
-            if failed_all and not (
+            if any(failed_by_push) and not (
                 replay and self.lake.has("rejects", "request_id", first.request_id)
             ):
                 with self.timed("write_rejects"):
@@ -478,10 +466,10 @@ class Catalog:
                     try:
                         self.lake.upsert(
                             "items",
-                            items.table(ITEMS),
+                            item_rows,
                             metadata,
                             known=known,
-                            prefetched=prefetched.get("items"),
+                            prefetched=ahead.get("items"),
                         )
                     except BaseException:
                         self._keys = None  # the table may hold part of this write
@@ -490,10 +478,10 @@ class Catalog:
                 with self.timed("write_records"):
                     self.lake.upsert(
                         "records",
-                        records.table(RECORDS),
+                        record_rows,
                         metadata,
                         known=known,
-                        prefetched=prefetched.get("records"),
+                        prefetched=ahead.get("records"),
                     )
             finished_at = self.clock()
             duration_ms = (time.perf_counter() - first.started) * 1000.0
@@ -516,10 +504,16 @@ class Catalog:
             ]
             with self.timed("write_pushes"):
                 self.lake.append("pushes", pa.Table.from_pylist(rows, schema=PUSHES), metadata)
-        except (DeltaError, OSError, LakeError, pa.ArrowException) as exc:
-            raise _write_failed(
-                exc, first.request_id, raw_written=raw_written, pushes=len(pushes)
-            ) from exc
+        except BaseException as exc:
+            if pending is not None and not raw_written:
+                # Never leave the writer lock with a commit in flight.
+                raw_written = _landed(pending)
+            if isinstance(exc, (DeltaError, OSError, LakeError, pa.ArrowException)):
+                self._ensured = False
+                raise _write_failed(
+                    exc, first.request_id, raw_written=raw_written, pushes=len(pushes)
+                ) from exc
+            raise
         return responses
 
     def _with_ids(
@@ -718,6 +712,47 @@ class Catalog:
         )
 
 
+def _responses(
+    pushes: list[_Push], checked: Checked, items: Batch
+) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Each push's failures (numbered within the push) and its push response."""
+    sizes = [len(p.parsed.item_json) for p in pushes]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype("int64")
+    passed = checked.checked.passed.to_numpy(dtype=bool)
+    id_of = dict(
+        zip(
+            items.frame["client_item_id"].tolist(),
+            items.frame["object_id"].tolist(),
+            strict=True,
+        )
+    )
+    client_list = [_str_or_none(c) for c in checked.client_ids.tolist()]
+    failed_by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
+    for index, errs in checked.checked.errors.items():
+        number = int(np.searchsorted(offsets, index, side="right")) - 1
+        within = index - int(offsets[number])
+        failed_by_push[number].append(
+            {"index": within, "client_item_id": client_list[index], "errors": errs}
+        )
+    responses = []
+    for number, push in enumerate(pushes):
+        lo, hi = int(offsets[number]), int(offsets[number + 1])
+        stored = [
+            (c, id_of[c]) for c, ok in zip(client_list[lo:hi], passed[lo:hi], strict=True) if ok
+        ]
+        responses.append(push_response(push.request_id, hi - lo, stored, failed_by_push[number]))
+    return failed_by_push, responses
+
+
+def _landed(pending: Future) -> bool:
+    """Wait for a background append; whether it committed."""
+    try:
+        pending.result()
+    except Exception:
+        return False
+    return True
+
+
 def _raw(
     parsed: ParsedPush,
     request_ids: pd.Series,
@@ -781,7 +816,8 @@ def _pandas(table: pa.Table) -> pd.DataFrame:
     def mapper(kind: pa.DataType):
         return pd.Int64Dtype() if pa.types.is_integer(kind) else None
 
-    return table.to_pandas(types_mapper=mapper)
+    # A map (the items' string attributes) reads as a dict, not a list of pairs.
+    return table.to_pandas(types_mapper=mapper, maps_as_pydicts="strict")
 
 
 def _by_id(frame: pd.DataFrame, column: str) -> pd.DataFrame:

@@ -12,6 +12,7 @@ import gc
 import gzip
 import hashlib
 import json
+import logging
 import multiprocessing
 import time
 import uuid
@@ -28,10 +29,12 @@ import pyarrow as pa
 
 from . import settings
 from .catalog import Catalog, Checked, PushRequest, StaleCheck, check_group
-from .errors import CatalogLakeError, PushError
+from .errors import CatalogLakeError, LakeError, PushError
 from .parse import combine, decode_payload, parse_push
 from .schemas import FILES, RUNS
 from .summary import FAILED_ITEMS_KEY, failure_codes, run_summary
+
+_log = logging.getLogger(__name__)
 
 #: File endings a feed may have; each may also end in .gz.
 FEED_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -278,22 +281,25 @@ def ingest_files(
     ``pushes`` table, every failure in ``rejects``.
     """
     writer = _GroupWriter(catalog, flow_run_id, progress, detail_items)
+    chunks = []
     if workers > 0 and len(files) > 1:
         chunks = file_groups(files, max_bytes=max(1, group_items) * ITEM_BYTES)
-        if len(chunks) > 1:
-            return _ingest_with_workers(writer, chunks, batch_size, workers)
-    group: list[tuple[FileResult, list[PushRequest]]] = []
-    pending = 0
-    for feed in files:
-        entry = writer.read(feed, batch_size)
-        if entry is None:
-            continue
-        group.append(entry)
-        pending += sum(len(r.payload.item_json) for r in entry[1])
-        if pending >= group_items:
-            writer.write(group)
-            group, pending = [], 0
-    writer.write(group)
+    if len(chunks) > 1:
+        _ingest_with_workers(writer, chunks, batch_size, workers)
+    else:
+        group: list[tuple[FileResult, list[PushRequest]]] = []
+        pending = 0
+        for feed in files:
+            entry = writer.read(feed, batch_size)
+            if entry is None:
+                continue
+            group.append(entry)
+            pending += sum(len(r.payload.item_json) for r in entry[1])
+            if pending >= group_items:
+                writer.write(group)
+                group, pending = [], 0
+        writer.write(group)
+    writer.checkpoint()
     return writer.results
 
 
@@ -306,6 +312,7 @@ class _GroupWriter:
         self.progress = progress
         self.detail_left = detail_items
         self.results: list[FileResult] = []
+        self.wrote = False
 
     def invalid(self, feed: FeedFile, error: Exception | str) -> None:
         self.results.append(FileResult(feed, "invalid", error=str(error)))
@@ -341,6 +348,7 @@ class _GroupWriter:
             for result, _ in group:
                 result.status, result.error = "error", str(exc)
         else:
+            self.wrote = True
             position = 0
             for result, file_requests in group:
                 for response in responses[position : position + len(file_requests)]:
@@ -356,6 +364,22 @@ class _GroupWriter:
                 items = len(request.payload.item_json)
                 self.progress("batch", file=result.feed.path, items=items)
             self.progress("file", file=result.feed.path, status=result.status, items=result.items)
+
+    def checkpoint(self) -> None:
+        """After a run that wrote anything, checkpoint the tables it wrote (``Lake.checkpoint``).
+
+        The next push, and every reader, then replays a few small commits
+        instead of the run's large ones. Best effort: a table without a
+        fresh checkpoint is only slower to open, so a failure is logged.
+        """
+        if not self.wrote:
+            return
+        lake = self.catalog.lake
+        try:
+            with self.catalog.timed("checkpoint"), lake.writing():
+                lake.checkpoint(("raw", "rejects", "items", "records", "pushes"))
+        except LakeError as exc:
+            _log.warning("%s", exc)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import json
 import random
 import threading
 import time
@@ -248,23 +249,63 @@ class Lake:
             raise LakeError(f"an upsert into {name!r} holds one client_item_id twice")
         return self._rewrite_blocks(name, data, metadata, prefetched)
 
-    def prefetch(self, name: str, blocks: Any) -> Future:
-        """Start reading the given id blocks of a table in a background thread.
+    def prefetch(self, name: str, data: pa.Table) -> Future:
+        """Start reading the id blocks ``data`` touches and folding it in, in a background thread.
 
-        A push reads the blocks its rows fall in before rewriting them; that
-        read (a third of a small push's items write) needs nothing but the
-        ids, so it can run while the push derives records and appends raw.
-        Parquet decoding releases the GIL. The result carries the version it
-        read, and ``upsert`` reads again if the table moved since.
+        A push rewrites the blocks its rows fall in; reading them and
+        folding the rows in (``upserted``) needs nothing but the rows, so it
+        can run while the push appends ``raw`` and derives its records.
+        Parquet decoding and Arrow kernels release the GIL. The result
+        carries the version it read, and ``upsert`` reads again if the
+        table moved since or is given other rows.
         """
         table = self.table(name)
         if table is None:
             raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
         version = table.version()
-        predicate = _blocks_predicate(blocks)
-        return _readers().submit(
-            lambda: (version, predicate, self._read_blocks(name, table, predicate))
-        )
+        data = data.cast(TABLES[name])
+        predicate = _blocks_predicate(data["id_block"])
+
+        def fold() -> tuple[int, str, pa.Table, pa.Table, dict[str, int]]:
+            stored = self._read_blocks(name, table, predicate)
+            return (version, predicate, data, *upserted(stored, data))
+
+        return _background().submit(fold)
+
+    def append_later(
+        self, name: str, data: pa.Table, metadata: dict[str, str] | None = None
+    ) -> Future:
+        """``append`` in a background thread; the caller must wait for it before its next write.
+
+        A push appends ``raw`` (its journal) while it derives ids and
+        records: the Delta commit runs in Rust without the GIL. The table is
+        looked up here, on the caller's thread, which holds the writer lock.
+        """
+        from deltalake import write_deltalake
+
+        if data.num_rows == 0:
+            done: Future = Future()
+            done.set_result(None)
+            return done
+        target = self.table(name) or self.path(name)
+        data = data.cast(TABLES[name])
+        current = self._current[1]
+
+        def write() -> None:
+            try:
+                write_deltalake(
+                    target,
+                    data,
+                    mode="append",
+                    partition_by=PARTITIONS.get(name),
+                    storage_options=self.storage_options,
+                    commit_properties=CommitProperties(custom_metadata=metadata or {}),
+                )
+            except BaseException:
+                current.discard(name)
+                raise
+
+        return _background().submit(write)
 
     def _rewrite_blocks(
         self, name: str, data: pa.Table, metadata, prefetched: Future | None = None
@@ -290,15 +331,19 @@ class Lake:
             table = self.table(name)
             if table is None:
                 raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
-            stored = None
+            folded = None
             if ahead is not None:
-                version, read_predicate, read = ahead
+                version, read_predicate, read_data, combined, counts = ahead
                 ahead = None
-                if version == table.version() and read_predicate == predicate:
-                    stored = read
-            if stored is None:
-                stored = self._read_blocks(name, table, predicate)
-            combined, counts = upserted(stored, data)
+                if (
+                    version == table.version()
+                    and read_predicate == predicate
+                    and read_data.equals(data)
+                ):
+                    folded = combined, counts
+            if folded is None:
+                folded = upserted(self._read_blocks(name, table, predicate), data)
+            combined, counts = folded
             try:
                 with self._changing(name):
                     write_deltalake(
@@ -383,6 +428,34 @@ class Lake:
                     raise
                 time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
+
+    def checkpoint(self, names: Any = None) -> list[str]:
+        """Write a Delta checkpoint of every table with commits since its last one.
+
+        Each commit, and each reader opening a table, replays the log from
+        the last checkpoint, and delta-rs writes one only every 100 commits.
+        After a bulk load those commits are large (thousands of file
+        actions with statistics): a 10-item push into a freshly loaded
+        million-item lake measured 393 ms at p50 without a checkpoint and
+        345 ms with one. A checkpoint costs 30-50 ms per table.
+        """
+        done = []
+        for name in names or TABLES:
+            table = self.table(name)
+            if table is None:
+                continue
+            log = self._logs.get(name)
+            marker = log / "_last_checkpoint" if log is not None else None
+            try:
+                if marker is not None and marker.exists():
+                    last = json.loads(marker.read_text(encoding="utf-8")).get("version")
+                    if last == table.version():
+                        continue
+                table.create_checkpoint()
+            except (DeltaError, OSError, ValueError) as exc:
+                raise LakeError(f"cannot checkpoint {name!r} in {self.uri}: {exc}") from exc
+            done.append(name)
+        return done
 
     def tidy(self, name: str, *, compact: bool, vacuum: bool, retention_hours: int) -> dict:
         """Compact small files and vacuum unreferenced ones older than the retention."""
@@ -583,14 +656,15 @@ def _blocks_predicate(blocks: Any) -> str:
     return f"id_block IN ({', '.join(map(str, listed))})"
 
 
-_READERS: ThreadPoolExecutor | None = None
+_BACKGROUND: ThreadPoolExecutor | None = None
 
 
-def _readers() -> ThreadPoolExecutor:
-    global _READERS
-    if _READERS is None:
-        _READERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="catalog-lake-read")
-    return _READERS
+def _background() -> ThreadPoolExecutor:
+    """Threads for a push's work that runs in Rust or Arrow: the raw append, block folds."""
+    global _BACKGROUND
+    if _BACKGROUND is None:
+        _BACKGROUND = ThreadPoolExecutor(max_workers=3, thread_name_prefix="catalog-lake")
+    return _BACKGROUND
 
 
 def upserted(stored: pa.Table, data: pa.Table) -> tuple[pa.Table, dict[str, int]]:

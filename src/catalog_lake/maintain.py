@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from .catalog import Catalog
 from .lake import sql_timestamp
-from .records import Batch, derive_records
+from .records import Batch, derive_records, unpack_attributes
 from .schemas import ITEMS, RECORDS, STR_LIST, TABLES
 
 DEFAULT_RETENTION_HOURS = 7 * 24
@@ -46,9 +46,10 @@ def reprice(catalog: Catalog, since: datetime | None, now: datetime) -> int:
         return 0
     rows = rows.cast(ITEMS)
     lists = {f.name: rows[f.name].combine_chunks() for f in ITEMS if f.type == STR_LIST}
-    frame = rows.drop_columns(list(lists)).to_pandas(
+    frame = rows.drop_columns([*lists, "attributes"]).to_pandas(
         types_mapper=lambda t: pd.Int64Dtype() if pa.types.is_integer(t) else None
     )
+    frame = frame.join(unpack_attributes(rows["attributes"]))
     for column in ("mrp", "sale_price", "discounted_price"):
         frame[column] = frame[column].map(lambda v: None if v is None else str(v))
     records = derive_records(Batch(frame, lists), now, catalog.synonyms)
@@ -80,6 +81,9 @@ def maintain(
             done = catalog.lake.tidy(
                 name, compact=compact, vacuum=vacuum, retention_hours=retention_hours
             )
+            # A compaction is one large commit: checkpoint it so no one replays it.
+            if catalog.lake.checkpoint([name]):
+                done["checkpointed"] = True
         if done:
             report["tables"][name] = done
     report["duration_s"] = round(time.perf_counter() - started, 3)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import clean, settings
-from .schemas import FIELDS, TOP_LEVEL
+from .schemas import ATTRIBUTE_KEYS, ATTRIBUTE_MAP, FIELDS, TOP_LEVEL
 
 _KNOWN_SOURCES = frozenset(f.source for f in FIELDS)
 
@@ -136,7 +136,9 @@ def to_arrow(frame: pd.DataFrame, lists: dict[str, pa.Array], schema: pa.Schema)
     """
     arrays = []
     for column in schema:
-        if column.name in lists:
+        if column.type == ATTRIBUTE_MAP and column.name not in lists:
+            arrays.append(pack_attributes(frame))
+        elif column.name in lists:
             arrays.append(lists[column.name].cast(column.type))
         elif column.name not in frame.columns:
             arrays.append(pa.nulls(len(frame), column.type))
@@ -155,6 +157,66 @@ def _column(values: pd.Series, kind: pa.DataType) -> pa.Array:
             return pa.array(values.array).cast(kind)  # already Arrow: no Python strings
         return pa.array(values.astype(object), pa.string(), from_pandas=True)
     return pa.array(values, from_pandas=True).cast(kind)
+
+
+def pack_attributes(frame: pd.DataFrame) -> pa.MapArray:
+    """The string attributes of typed item rows as one map (name -> text) per row.
+
+    Entries follow SPEC 2.6's order; a row without any gets an empty map.
+    Built column by column in Arrow: one boolean mask and one gather per
+    attribute sent at all, never a Python object per value.
+    """
+    n = len(frame)
+    rows, codes, values = [], [], []
+    names = []
+    for column, name in ATTRIBUTE_KEYS.items():
+        if column not in frame.columns:
+            continue
+        array = _column(frame[column], pa.string())
+        if array.null_count == n:
+            continue
+        valid = array.is_valid().to_numpy(zero_copy_only=False)
+        rows.append(np.flatnonzero(valid))
+        codes.append(np.full(len(rows[-1]), len(names), dtype="int32"))
+        values.append(array.filter(pa.array(valid)))
+        names.append(name)
+    if not names:
+        offsets = pa.array(np.zeros(n + 1, dtype="int32"))
+        empty = pa.array([], pa.string())
+        return pa.MapArray.from_arrays(offsets, empty, empty).cast(ATTRIBUTE_MAP)
+    row = np.concatenate(rows)
+    order = pa.array(np.argsort(row, kind="stable"))  # by row, then in SPEC order
+    keys = pa.array(names, pa.string()).take(pa.array(np.concatenate(codes))).take(order)
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n))]).astype("int32")
+    texts = pa.concat_arrays([v.cast(pa.string()) for v in values]).take(order)
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, texts).cast(ATTRIBUTE_MAP)
+
+
+def unpack_attributes(attributes: pa.Array | pa.ChunkedArray) -> pd.DataFrame:
+    """The ``attributes`` map column back as one text column per attribute (``attr_<name>``).
+
+    For code that reads item rows back from the lake and derives records
+    from them (re-pricing): every named attribute gets its column, null
+    where an item does not carry it.
+    """
+    if isinstance(attributes, pa.ChunkedArray):
+        attributes = (
+            attributes.combine_chunks() if attributes.num_chunks else pa.array([], ATTRIBUTE_MAP)
+        )
+    n = len(attributes)
+    entries = attributes.cast(pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())])))
+    lengths = pc.fill_null(pc.list_value_length(entries), 0).to_numpy(zero_copy_only=False)
+    row = np.repeat(np.arange(n), lengths)
+    flat = pc.list_flatten(entries)
+    keys = pc.struct_field(flat, "key").to_numpy(zero_copy_only=False)
+    texts = pc.struct_field(flat, "value").to_numpy(zero_copy_only=False)
+    out = {}
+    for column, name in ATTRIBUTE_KEYS.items():
+        values = np.full(n, None, dtype=object)
+        hit = keys == name
+        values[row[hit]] = texts[hit]
+        out[column] = values
+    return pd.DataFrame(out, dtype=object)
 
 
 def first_element(lists: pa.ListArray) -> pa.Array:
@@ -375,4 +437,13 @@ def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Ba
     return Batch(frame, lists)
 
 
-__all__ = ["Batch", "Synonyms", "current_price", "derive_records", "to_arrow", "typed_items"]
+__all__ = [
+    "Batch",
+    "Synonyms",
+    "current_price",
+    "derive_records",
+    "pack_attributes",
+    "to_arrow",
+    "typed_items",
+    "unpack_attributes",
+]

@@ -202,6 +202,19 @@ def item_schema(columns: frozenset[str]) -> pa.DataFrameSchema:
 
 # --- Delta table schemas -----------------------------------------------------
 
+#: Typed-frame column -> attribute name, for the string attributes (SPEC 2.6),
+#: which the items table keeps in one map column ``attributes`` rather than
+#: ~120 columns: an item carries a dozen of them, and rewriting or reading a
+#: block of the items table costs per column about as much as per row (a
+#: 6-block rewrite of a million-item lake: 82 ms of CPU at 144 columns, 54 ms
+#: at 40; reading them, 82 and 38 ms). Booleans and durations keep typed columns.
+ATTRIBUTE_KEYS: dict[str, str] = {
+    f.column: f.source.removeprefix("attributes.")
+    for f in FIELDS
+    if f.source.startswith("attributes.") and f.rule == "text"
+}
+ATTRIBUTE_MAP = pa_.map_(pa_.string(), pa_.string())
+
 TS = pa_.timestamp("us", tz="UTC")
 MONEY = pa_.decimal128(12, 2)
 STR_LIST = pa_.list_(pa_.string())
@@ -227,6 +240,10 @@ def _items_schema() -> pa_.Schema:
     ]
     for spec in FIELDS:
         if spec.column == "client_item_id":
+            continue
+        if spec.column in ATTRIBUTE_KEYS:
+            if spec.column == next(iter(ATTRIBUTE_KEYS)):
+                fields.append(pa_.field("attributes", ATTRIBUTE_MAP))
             continue
         fields.append(pa_.field(spec.column, arrow_types[spec.rule]))
         if spec.rule == "duration":
