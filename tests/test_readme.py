@@ -39,7 +39,9 @@ def test_readme_example_runs(lake_here, index, capsys):
         assert namespace["on_sale"]["client_item_id"].iloc[0] == "FASH-TEE-BLK-M"
         assert len(namespace["items"]) == 9
     if index == 1:
-        assert "in-stock" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "in-stock" in out
+        assert "BEAU-LIP-RED" in out and "Red" in out  # a string attribute read from the map
     if index == 2:
         names = set(namespace["cheap_veg"]["product_name"].to_list())
         assert names == {"Paneer Tikka", "Aashirvaad Whole Wheat Atta 5 kg", "Toor Dal 1 kg"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property, lru_cache
@@ -59,6 +60,8 @@ def typed_items(frame: pd.DataFrame) -> Batch:
         rule = spec.rule
         if spec.source not in frame.columns:
             # Nothing sent for this field in the whole push: typed nulls, no work.
+            if spec.column in ATTRIBUTE_KEYS:
+                continue  # a string attribute: absent from the map, no column needed
             if rule in ("urls", "list"):
                 lists[spec.column] = clean.list_array(pd.Series([], dtype=object), n)
             else:
@@ -85,6 +88,7 @@ def typed_items(frame: pd.DataFrame) -> Batch:
             out[f"{spec.column}_seconds"] = parsed["seconds"]
         else:  # urls, list
             lists[spec.column] = clean.list_array(clean.text_elements(values), n)
+    lists["attributes"] = pack_attributes(out, n)
     out["extra_attributes"] = _extras(frame, _is_extra_attribute, "attributes.")
     out["extra_fields"] = _extras(frame, _is_extra_field, "")
     return Batch(pd.DataFrame(out, index=frame.index), lists)
@@ -137,7 +141,7 @@ def to_arrow(frame: pd.DataFrame, lists: dict[str, pa.Array], schema: pa.Schema)
     arrays = []
     for column in schema:
         if column.type == ATTRIBUTE_MAP and column.name not in lists:
-            arrays.append(pack_attributes(frame))
+            arrays.append(pack_attributes(frame, len(frame)))
         elif column.name in lists:
             arrays.append(lists[column.name].cast(column.type))
         elif column.name not in frame.columns:
@@ -159,20 +163,20 @@ def _column(values: pd.Series, kind: pa.DataType) -> pa.Array:
     return pa.array(values, from_pandas=True).cast(kind)
 
 
-def pack_attributes(frame: pd.DataFrame) -> pa.MapArray:
-    """The string attributes of typed item rows as one map (name -> text) per row.
+def pack_attributes(columns: Mapping[str, pd.Series], n: int) -> pa.MapArray:
+    """The string attributes of ``n`` typed item rows as one map (name -> text) per row.
 
-    Entries follow SPEC 2.6's order; a row without any gets an empty map.
-    Built column by column in Arrow: one boolean mask and one gather per
-    attribute sent at all, never a Python object per value.
+    ``columns`` holds ``attr_<name>`` columns (a frame or a dict; others
+    are ignored). Entries follow SPEC 2.6's order; a row without any gets
+    an empty map. Built column by column in Arrow: one mask and one gather
+    per attribute sent at all, never a Python object per value.
     """
-    n = len(frame)
     rows, codes, values = [], [], []
     names = []
     for column, name in ATTRIBUTE_KEYS.items():
-        if column not in frame.columns:
+        if column not in columns:
             continue
-        array = _column(frame[column], pa.string())
+        array = _column(columns[column], pa.string())
         if array.null_count == n:
             continue
         valid = array.is_valid().to_numpy(zero_copy_only=False)
@@ -314,19 +318,27 @@ def _flag(values: pd.Series) -> pd.Series:
     return values.astype("boolean").fillna(False).astype(bool)
 
 
+def _attribute(items: pd.DataFrame, column: str) -> pd.Series:
+    """A string attribute's column, all null when no item of the batch sent it."""
+    if column in items.columns:
+        return items[column]
+    return pd.Series(None, index=items.index, dtype=object)
+
+
 def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Array:
     """Computed discovery tags (record design rule 4), in a fixed order per record.
 
     is_veg is free text (SPEC 2.6), so both it and veg_nonveg_flag are read
     through the same spellings: veg/vegetarian/yes/true mean veg, and so on.
     """
-    is_veg = items["attr_is_veg"].astype(object).str.strip().str.lower()
-    flag = items["attr_veg_nonveg_flag"].astype(object).str.strip().str.lower()
+    is_veg = _attribute(items, "attr_is_veg").astype(object).str.strip().str.lower()
+    flag = _attribute(items, "attr_veg_nonveg_flag").astype(object).str.strip().str.lower()
     veg_bool = clean.to_bool(is_veg)
     egg = _flag(flag.eq("egg") | is_veg.eq("egg"))
     veg = _flag(flag.isin(_VEG) | is_veg.isin(_VEG) | veg_bool.eq(True)) & ~egg
     non_veg = _flag(flag.isin(_NON_VEG) | is_veg.isin(_NON_VEG) | veg_bool.eq(False)) & ~veg & ~egg
     ship = pd.to_numeric(items["attr_time_to_ship_seconds"], errors="coerce")
+    colour = _attribute(items, "attr_colour").fillna(_attribute(items, "attr_colour_name"))
 
     def tag(name: str, mask: pd.Series) -> pd.Series:
         return pd.Series(name, index=items.index).where(mask)
@@ -342,9 +354,9 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
         tag("on-sale", on_sale),
         tag("in-stock", in_stock),
         tag("out-of-stock", ~in_stock),
-        "brand:" + _slug(items["attr_brand"]),
-        "colour:" + _slug(items["attr_colour"].fillna(items["attr_colour_name"])),
-        "gender:" + _slug(items["attr_gender"]),
+        "brand:" + _slug(_attribute(items, "attr_brand")),
+        "colour:" + _slug(colour),
+        "gender:" + _slug(_attribute(items, "attr_gender")),
     ]
     return clean.list_array(pd.concat(rules).dropna(), len(items))
 
@@ -418,10 +430,10 @@ def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Ba
             "in_stock": in_stock,
             "likes": rows["likes"].astype("Int64").fillna(0),
             "sales": rows["sales"].astype("Int64").fillna(0),
-            "brand": rows["attr_brand"],
-            "colour": rows["attr_colour"].fillna(rows["attr_colour_name"]),
-            "size": rows["attr_size"],
-            "gender": rows["attr_gender"],
+            "brand": _attribute(rows, "attr_brand"),
+            "colour": _attribute(rows, "attr_colour").fillna(_attribute(rows, "attr_colour_name")),
+            "size": _attribute(rows, "attr_size"),
+            "gender": _attribute(rows, "attr_gender"),
             "lake_category": rows["lake_category"],
             "variant_group_id": rows["variant_group_id"],
             "variant": rows["variant"],
