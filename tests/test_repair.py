@@ -68,6 +68,26 @@ def test_repair_finishes_a_push_that_died_after_raw(tmp_path, clock, table):
     assert pushes.set_index("request_id").loc[request_id, "source"] == "repair"
 
 
+class FailingLookups(Lake):
+    """A real lake whose id lookup fails, which happens while raw is being appended."""
+
+    def scan(self, name, columns):
+        raise OSError("simulated failure reading the key index")
+
+
+def test_a_failure_while_raw_is_appended_in_the_background_can_be_repaired(tmp_path, clock):
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.lake = FailingLookups(catalog.lake.uri)
+    with pytest.raises(PushError, match="catalog-lake repair") as caught:
+        catalog.push(PAYLOAD)
+
+    catalog.lake = Lake(catalog.lake.uri)
+    assert catalog.interrupted() == [caught.value.request_id]
+    (response,) = catalog.repair()
+    assert response["items"] == [{"a": "1"}, {"c": "2"}]
+    assert catalog.records()["client_item_id"].tolist() == ["a", "c"]
+
+
 def test_a_crash_before_raw_leaves_nothing_to_repair(tmp_path, clock):
     catalog = Catalog(tmp_path / "lake", clock=clock)
     catalog.lake = CrashingLake(catalog.lake.uri, fail_on="raw")

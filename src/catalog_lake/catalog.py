@@ -431,6 +431,7 @@ class Catalog:
         # before anything else is written, so the order of commits holds.
         raw_written = replay
         pending: Future | None = None
+        ahead: dict[str, Future] = {}
         try:
             if not replay:
                 with self.timed("write_raw"):
@@ -441,7 +442,6 @@ class Catalog:
             )
             items, records = derived.items, derived.records
             known = items.frame["known"].to_numpy(dtype=bool)
-            ahead: dict[str, Future] = {}
             with self.timed("write_items"):
                 item_rows = items.table(ITEMS)
                 if known.any():  # updates rewrite their blocks: read and fold them now
@@ -505,9 +505,11 @@ class Catalog:
             with self.timed("write_pushes"):
                 self.lake.append("pushes", pa.Table.from_pylist(rows, schema=PUSHES), metadata)
         except BaseException as exc:
+            # Never leave the writer lock with a commit or a read in flight.
             if pending is not None and not raw_written:
-                # Never leave the writer lock with a commit in flight.
                 raw_written = _landed(pending)
+            for work in ahead.values():
+                _landed(work)
             if isinstance(exc, (DeltaError, OSError, LakeError, pa.ArrowException)):
                 self._ensured = False
                 raise _write_failed(
@@ -745,7 +747,7 @@ def _responses(
 
 
 def _landed(pending: Future) -> bool:
-    """Wait for a background append; whether it committed."""
+    """Wait for background work (an append, a fold); whether it succeeded."""
     try:
         pending.result()
     except Exception:
