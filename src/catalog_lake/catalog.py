@@ -318,6 +318,15 @@ class Catalog:
         """
         if checked is None:
             checked = check_group(parsed, request_ids, self.timings)
+        items = self._identified(checked, request_ids, received_at)
+        with self.timed("records"):
+            records = derive_records(items, price_time, self.synonyms)
+        return Derived(checked.checked, checked.client_ids, items, records)
+
+    def _identified(
+        self, checked: Checked, request_ids: pd.Series, received_at: pd.Series
+    ) -> Batch:
+        """The kept items of a checked group with their service ids."""
         client_ids, keep = checked.client_ids, checked.keep
         passed = checked.checked.passed
         # An item new to the lake was first seen by the first push that sent
@@ -328,10 +337,7 @@ class Catalog:
         )[passed]
         first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
         with self.timed("ids"):
-            items = self._with_ids(checked.typed, request_ids[keep], received_at[keep], first)
-        with self.timed("records"):
-            records = derive_records(items, price_time, self.synonyms)
-        return Derived(checked.checked, client_ids, items, records)
+            return self._with_ids(checked.typed, request_ids[keep], received_at[keep], first)
 
     def _ingest(self, pushes: list[_Push], checked: Checked | None = None) -> list[dict[str, Any]]:
         """Run pushes (or the replay of one) under the lake's writer lock."""
@@ -437,15 +443,14 @@ class Catalog:
                 with self.timed("write_raw"):
                     raw = _raw(parsed, request_ids, received_at, passed, client_ids)
                     pending = self.lake.append_later("raw", raw, metadata)
-            derived = self.derive(
-                parsed, request_ids=request_ids, received_at=received_at, checked=checked
-            )
-            items, records = derived.items, derived.records
+            items = self._identified(checked, request_ids, received_at)
             known = items.frame["known"].to_numpy(dtype=bool)
             with self.timed("write_items"):
                 item_rows = items.table(ITEMS)
                 if known.any():  # updates rewrite their blocks: read and fold them now
                     ahead["items"] = self.lake.prefetch("items", item_rows)
+            with self.timed("records"):  # ... while records are derived
+                records = derive_records(items, None, self.synonyms)
             with self.timed("write_records"):
                 record_rows = records.table(RECORDS)
                 if known.any():
