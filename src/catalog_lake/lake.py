@@ -203,19 +203,7 @@ class Lake:
 
     def append(self, name: str, data: pa.Table, metadata: dict[str, str] | None = None) -> None:
         """Append rows; appends never conflict with each other in Delta."""
-        from deltalake import write_deltalake
-
-        if data.num_rows == 0:
-            return
-        with self._changing(name):
-            write_deltalake(
-                self.table(name) or self.path(name),
-                data.cast(TABLES[name]),
-                mode="append",
-                partition_by=PARTITIONS.get(name),
-                storage_options=self.storage_options,
-                commit_properties=CommitProperties(custom_metadata=metadata or {}),
-            )
+        self.append_later(name, data, metadata).result()
 
     def upsert(
         self,
@@ -275,7 +263,7 @@ class Lake:
     def append_later(
         self, name: str, data: pa.Table, metadata: dict[str, str] | None = None
     ) -> Future:
-        """``append`` in a background thread; the caller must wait for it before its next write.
+        """Append rows in a background thread; wait for the result before the next write.
 
         A push appends ``raw`` (its journal) while it derives ids and
         records: the Delta commit runs in Rust without the GIL. The table is
