@@ -1,20 +1,29 @@
-"""Text cleaning skips work only where it provably changes nothing.
+"""Cleaning and typing skip work only where it provably changes nothing.
 
 ``clean._clean_arrow`` runs each RE2 pass only on the strings a cheap test
 says it can match. The reference below runs every pass on every string, as
 cleaning is specified; the two must agree on any text at all.
+
+``clean.keeping`` lets typed items reuse the values validation parsed; they
+must be the values parsing afresh gives, and other data must never get them.
 """
 
 from __future__ import annotations
 
 import html
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog_lake import clean
+from catalog_lake import clean, synth
+from catalog_lake.catalog import check_group
+from catalog_lake.parse import parse_push
+from catalog_lake.records import typed_items
+from catalog_lake.validate import validate
 
 
 def every_pass(text: pa.Array, rich: bool) -> pa.Array:
@@ -53,3 +62,38 @@ def test_plain_ascii_text_is_only_trimmed():
         "tab here",
         None,
     ]
+
+
+def test_typed_items_from_kept_conversions_are_those_parsed_afresh():
+    parsed = parse_push({"items": list(synth.items(400, dirty_fraction=0.2))})
+    groups = pd.Series(np.zeros(400, dtype=int))
+    kept = check_group(parsed, groups)  # validation and typing share one store
+
+    checked = validate(parsed, groups=groups)  # no store: every value parsed again
+    afresh = typed_items(checked.frame[kept.keep])
+
+    assert 0 < kept.keep.sum() < 400
+    pd.testing.assert_frame_equal(kept.typed.frame, afresh.frame)
+    for name, column in afresh.lists.items():
+        assert kept.typed.lists[name].equals(column), name
+
+
+def test_a_kept_conversion_is_used_only_for_the_same_values():
+    store: dict = {}
+    sent = pd.Series(["yes", "no", "on"], name="flag")
+    with clean.keeping(store):
+        first = clean.to_bool(sent)
+        rows = clean.to_bool(pd.Series(["no", "on"], index=[1, 2], name="flag"))
+        (kept_for,) = [source for source, _ in store.values()]
+        changed_rows = clean.to_bool(pd.Series(["yes", "yes"], index=[1, 2], name="flag"))
+        other = clean.to_bool(pd.Series(["no", "yes", "off"], name="flag"))
+        end = clean.to_timestamp(pd.Series(["2026-01-31"], name="day"), end_of_day=True)
+        start = clean.to_timestamp(pd.Series(["2026-01-31"], name="day"))
+
+    assert first.tolist() == [True, False, True]
+    assert rows.tolist() == [False, True] and rows.index.tolist() == [1, 2]
+    assert kept_for is sent  # those rows were a subset of what was kept: reused
+    assert changed_rows.tolist() == [True, True]
+    assert other.tolist() == [False, True, False]
+    assert end.iloc[0] > start.iloc[0]  # options are part of what is kept
+    assert {key[0] for key in store} == {"to_bool", "to_timestamp"}

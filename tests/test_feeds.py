@@ -80,6 +80,32 @@ def test_json_lines_and_gzip_are_read(catalog, tmp_path):
     assert [list(i)[0] for i in summary["items"]] == ["a", "b", "c", "d"]
 
 
+@pytest.mark.parametrize("name", ["repeats.json", "repeats.jsonl"])
+def test_a_key_sent_twice_in_a_file_rejects_that_item_and_raw_keeps_both(catalog, tmp_path, name):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    good = json.dumps(make_item(client_item_id="once"))
+    twice = json.dumps(make_item(client_item_id="twice"))
+    twice = twice.replace('"attributes": {', '"attributes": {"brand": "First", ', 1)
+    assert twice.count('"brand"') == 2
+    if name.endswith(".jsonl"):
+        (folder / name).write_text(good + "\n" + twice + "\n")
+    else:
+        (folder / name).write_text('{"items": [' + good + ", " + twice + "]}")
+
+    summary = ingest(catalog, folder)
+
+    assert summary["items"] == [{"once": "1"}]
+    (failure,) = summary["catalog_push_failed_items"]
+    assert failure["client_item_id"] == "twice"
+    assert [(e["field"], e["code"]) for e in failure["errors"]] == [
+        ("attributes.brand", "duplicate_key")
+    ]
+    raw = catalog.raw().set_index("client_item_id")["item_json"]
+    assert raw["twice"].count('"brand"') == 2  # kept exactly as sent, for a replay
+    assert raw["once"].count('"brand"') == 1
+
+
 def test_files_are_split_into_batches_each_a_push(catalog, tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()

@@ -112,14 +112,18 @@ def check_group(
     """
     timings = timings if timings is not None else {}
     started = time.perf_counter()
-    checked = validate(parsed, groups=groups)
+    conversions: dict = {}  # parsed once for the checks, reused by typed_items
+    with clean.keeping(conversions):
+        checked = validate(parsed, groups=groups)
     client_ids = clean.text_of(checked.frame["client_item_id"])
     passed = checked.passed
     superseded = pd.Series(False, index=passed.index)
     superseded[passed] = client_ids[passed].duplicated(keep="last")
     keep = passed & ~superseded
     middle = time.perf_counter()
-    typed = typed_items(checked.frame[keep])
+    with clean.keeping(conversions):
+        typed = typed_items(checked.frame[keep])
+    del conversions
     # The validated frame is not needed past this point (and is costly to ship).
     checked = Validation(frame=checked.frame.iloc[:, :0], errors=checked.errors)
     timings["validate"] = timings.get("validate", 0.0) + middle - started

@@ -11,8 +11,13 @@ semantics allow it.
 
 from __future__ import annotations
 
+import functools
 import html
+import inspect
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 import pandas as pd
@@ -72,6 +77,7 @@ _DURATION_RE2 = (
     f"(?:(?P<d>{_NUM_RE2})D)?(?:T(?:(?P<h>{_NUM_RE2})H)?(?:(?P<mi>{_NUM_RE2})M)?"
     f"(?:(?P<s>{_NUM_RE2})S)?)?$"
 )
+_KEPT: ContextVar[dict | None] = ContextVar("catalog_lake_kept_conversions", default=None)
 _URL = r"https?://[^\s/?#<>\"]+[^\s<>\"]*"
 _DATE_ONLY = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
@@ -84,6 +90,55 @@ TEXT = pd.StringDtype("pyarrow", na_value=np.nan)
 
 #: ``infer_dtype`` answers for columns whose values all have one JSON type.
 _UNIFORM = {"string": "str", "boolean": "bool", "integer": "int", "floating": "float"}
+
+
+@contextmanager
+def keeping(store: dict) -> Iterator[None]:
+    """Within it, each conversion of a named column is made once and kept in ``store``.
+
+    Validation parses every flag, count, price, date and duration of a push
+    to check it, and the typed items are made of those very parsed values
+    (a third of typing's time went to parsing them again). Enter ``keeping``
+    with one store around both. A kept result is reused only for a column of
+    the same name, options and values (or a subset of its rows), so passing
+    other data can never return a stale result, only cost a check.
+    """
+    token = _KEPT.set(store)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def _kept(convert):
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(convert).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+
+    @functools.wraps(convert)
+    def kept(values: pd.Series, **options):
+        store = _KEPT.get()
+        if store is None or not isinstance(values.name, str):
+            return convert(values, **options)
+        options = {**defaults, **options}
+        key = (convert.__name__, values.name, *sorted(options.items()))
+        made = store.get(key)
+        if made is not None:
+            source, result = made
+            if values.index.equals(source.index):
+                if values.equals(source):
+                    return result
+            elif values.index.isin(source.index).all() and values.equals(
+                source.loc[values.index]
+            ):
+                return result.loc[values.index]
+        result = convert(values, **options)
+        store[key] = (values, result)
+        return result
+
+    return kept
 
 
 def kinds(values: pd.Series) -> pd.Series:
@@ -236,6 +291,16 @@ def _numpy(mask: pa.Array) -> np.ndarray:
     return pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
 
 
+def as_text(values: pd.Series) -> pd.Series:
+    """A column of nothing but strings in the ``TEXT`` dtype; any other column unchanged."""
+    if values.dtype != object or pd.api.types.infer_dtype(
+        values.to_numpy(), skipna=True
+    ) != "string":
+        return values
+    text = pa.array(values.to_numpy(), pa.string(), from_pandas=True)
+    return pd.Series(TEXT.__from_arrow__(text), index=values.index)
+
+
 def blank_to_none(values: pd.Series) -> pd.Series:
     """Strings that are empty or only whitespace mean "unused" (SPEC 2.5) and become None."""
     kind = kinds(values)
@@ -258,6 +323,7 @@ def boolean_ok(values: pd.Series) -> pd.Series:
     return to_bool(values).notna() | values.isna()
 
 
+@_kept
 def to_bool(values: pd.Series) -> pd.Series:
     """Normalize boolean spellings; anything unrecognized becomes NA.
 
@@ -316,11 +382,10 @@ def _durations(values: pd.Series) -> tuple[pa.Array, pa.Array]:
 
 def duration_ok(values: pd.Series) -> pd.Series:
     """True for ISO 8601 durations such as P7D or PT24H, and for absent values."""
-    return pd.Series(_numpy(pc.is_valid(_durations(values)[0])), index=values.index) | (
-        values.isna()
-    )
+    return duration_seconds(values)["text"].notna() | values.isna()
 
 
+@_kept
 def duration_seconds(values: pd.Series) -> pd.DataFrame:
     """Canonical text and whole seconds for each duration (NA where invalid)."""
     text, seconds = _durations(values)
@@ -353,6 +418,7 @@ def _numeric_text(values: pd.Series, pattern: str) -> pd.Series:
     return pd.Series(TEXT.__from_arrow__(kept), index=values.index)
 
 
+@_kept
 def money_text(values: pd.Series) -> pd.Series:
     """Plain decimal text with at most two decimals; NA where not money.
 
@@ -368,6 +434,7 @@ def money_ok(values: pd.Series) -> pd.Series:
     return money_text(values).notna() | values.isna()
 
 
+@_kept
 def count_values(values: pd.Series) -> pd.Series:
     """Non-negative whole numbers, from text or JSON numbers (5.0 counts as 5)."""
     k = kinds(values)
@@ -395,6 +462,7 @@ def count_ok(values: pd.Series) -> pd.Series:
 # --- dates --------------------------------------------------------------------
 
 
+@_kept
 def to_timestamp(values: pd.Series, *, end_of_day: bool = False) -> pd.Series:
     """Parse ISO 8601 dates and date-times to UTC; NA where not parseable.
 

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,8 +180,8 @@ def read_items(feed: FeedFile) -> list[dict[str, Any]]:
     return _read_feed(feed)[0]
 
 
-def _read_feed(feed: FeedFile) -> tuple[list[dict[str, Any]], bool]:
-    """The file's items, and whether its text held no float, NaN or Infinity at all."""
+def _read_feed(feed: FeedFile) -> tuple[list[dict[str, Any]], set[str]]:
+    """The file's items, and what its decoder noted (``parse.decode_payload``)."""
     data = feed.absolute.read_bytes()
     if feed.path.lower().endswith(".gz"):
         try:
@@ -191,13 +192,13 @@ def _read_feed(feed: FeedFile) -> tuple[list[dict[str, Any]], bool]:
     name = feed.path.lower().removesuffix(".gz")
     if name.endswith((".jsonl", ".ndjson")):
         items = list(_json_lines(data, notes))
-        return items, not notes
+        return items, notes
     payload = decode_payload(data, notes)
     if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):
         raise PushError(
             "invalid_payload", "a .json feed must be a product object with an 'items' list"
         )
-    return payload["items"], not notes
+    return payload["items"], notes
 
 
 def _json_lines(data: bytes, notes: set[str] | None = None) -> Iterator[dict[str, Any]]:
@@ -224,25 +225,41 @@ def _file_pushes(feed: FeedFile, batch_size: int) -> list[PushRequest]:
     """A file's batches, parsed, as pushes; PushError or OSError if the file is unusable.
 
     Every batch is parsed before any is pushed, so a file whose batch 7 is
-    broken stores nothing rather than its first six batches. Python's cyclic
-    garbage collector is paused meanwhile: decoding creates tens of thousands
-    of dicts and lists, none in a cycle, and the collector kept walking them
-    (a quarter of the parse time, measured on 40 files of 1,000 items).
+    broken stores nothing rather than its first six batches.
     """
     requests = []
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        items, plain = _read_feed(feed)
+    with collector_paused():
+        items, notes = _read_feed(feed)
+        plain, repeats = not notes - {"repeated"}, "repeated" in notes
         for number, batch in enumerate(batches(items, batch_size)):
             # The key makes a retried file skip the batches that already landed.
             key = f"file:{feed.checksum}:{batch_size}:{number}"
-            parsed = parse_push({"items": batch}, plain=plain)
+            parsed = parse_push({"items": batch}, plain=plain, repeats=repeats)
             requests.append(PushRequest(parsed, feed.path, key))
+    return requests
+
+
+@contextmanager
+def collector_paused(*, collect: bool = False) -> Iterator[None]:
+    """Python's cyclic garbage collector paused, for work that builds many acyclic objects.
+
+    Decoding a feed creates tens of thousands of dicts and lists, none in a
+    cycle, and the collector kept walking them: a quarter of the parse time
+    on 40 files of 1,000 items, and a full collection over a whole group's
+    items once it was enabled again between reading and writing. With
+    ``collect``, the young generation is collected when the pause ends, so
+    cycles made meanwhile (by pandas or pyarrow) do not pile up from group to
+    group: by then the group's items are freed and few young objects remain.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if paused:
             gc.enable()
-    return requests
+            if collect:
+                gc.collect(0)
 
 
 def ingest_files(
@@ -287,18 +304,11 @@ def ingest_files(
     if len(chunks) > 1:
         _ingest_with_workers(writer, chunks, batch_size, workers)
     else:
-        group: list[tuple[FileResult, list[PushRequest]]] = []
-        pending = 0
-        for feed in files:
-            entry = writer.read(feed, batch_size)
-            if entry is None:
-                continue
-            group.append(entry)
-            pending += sum(len(r.payload.item_json) for r in entry[1])
-            if pending >= group_items:
-                writer.write(group)
-                group, pending = [], 0
-        writer.write(group)
+        queue = deque(files)
+        while queue:
+            # The collector waits until the group is written and its items freed.
+            with collector_paused(collect=True):
+                writer.write(writer.read_group(queue, batch_size, group_items))
     writer.checkpoint()
     return writer.results
 
@@ -332,6 +342,19 @@ class _GroupWriter:
             self.invalid(feed, exc)
             return None
         return self.ingested(feed), requests
+
+    def read_group(
+        self, queue: deque[FeedFile], batch_size: int, group_items: int
+    ) -> list[tuple[FileResult, list[PushRequest]]]:
+        """The next files of ``queue`` read until they hold ``group_items`` items (or it is empty)."""
+        group = []
+        pending = 0
+        while queue and pending < group_items:
+            entry = self.read(queue.popleft(), batch_size)
+            if entry is not None:
+                group.append(entry)
+                pending += sum(len(r.payload.item_json) for r in entry[1])
+        return group
 
     def write(
         self, group: list[tuple[FileResult, list[PushRequest]]], checked: Checked | None = None

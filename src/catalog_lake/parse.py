@@ -118,8 +118,9 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
     """Decode JSON text or bytes; pass other objects through untouched.
 
     ``notes`` gets ``"float"`` if the text held a fractional or exponent
-    number and ``"nonfinite"`` if it held NaN or Infinity (the decoder calls
-    back only for those tokens, so asking costs nothing on text without).
+    number, ``"nonfinite"`` if it held NaN or Infinity (the decoder calls
+    back only for those tokens, so asking costs nothing on text without) and
+    ``"repeated"`` if an object repeated a key.
     """
     if isinstance(payload, (bytes, bytearray, memoryview)):
         raw = bytes(payload)
@@ -132,8 +133,14 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
     if isinstance(payload, str):
         if len(payload) > settings.MAX_PAYLOAD_BYTES:
             raise _too_large(len(payload))
-        hooks: dict[str, Any] = {}
+        hooks: dict[str, Any] = {"object_pairs_hook": _pairs_hook}
         if notes is not None:
+
+            def pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+                obj = _pairs_hook(pairs)
+                if obj.__class__ is _DuplicateKeys:
+                    notes.add("repeated")
+                return obj
 
             def number(text: str) -> float:
                 notes.add("float")
@@ -143,9 +150,9 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
                 notes.add("nonfinite")
                 return float(text)  # NaN, Infinity, -Infinity, as json itself does
 
-            hooks = {"parse_float": number, "parse_constant": constant}
+            hooks = {"object_pairs_hook": pairs, "parse_float": number, "parse_constant": constant}
         try:
-            return json.loads(payload, object_pairs_hook=_pairs_hook, **hooks)
+            return json.loads(payload, **hooks)
         except json.JSONDecodeError as exc:
             raise PushError(
                 "invalid_json",
@@ -166,12 +173,14 @@ def _too_large(size: int) -> PushError:
     )
 
 
-def parse_push(payload: Any, *, plain: bool = False) -> ParsedPush:
+def parse_push(payload: Any, *, plain: bool = False, repeats: bool = True) -> ParsedPush:
     """Check the payload's outer shape and flatten its items into columns.
 
     ``plain`` says the items were decoded from JSON text without floats, NaN
     or Infinity (``feeds`` knows it of a file; a text payload is checked
     here): only then may orjson write the items' raw text (``_dump``).
+    ``repeats=False`` says no object of the items repeated a key (the decoder
+    noted none), which spares a walk over every item's objects.
 
     Raises:
         PushError: the payload as a whole is unusable (SPEC 2.2 shape broken).
@@ -179,7 +188,8 @@ def parse_push(payload: Any, *, plain: bool = False) -> ParsedPush:
     notes: set[str] = set()
     is_text = isinstance(payload, (str, bytes, bytearray, memoryview))
     obj = decode_payload(payload, notes)
-    plain = plain or (is_text and not notes)
+    plain = plain or (is_text and not notes - {"repeated"})
+    repeats = repeats and (not is_text or "repeated" in notes)
     if not isinstance(obj, dict):
         raise PushError(
             "invalid_payload",
@@ -204,7 +214,9 @@ def parse_push(payload: Any, *, plain: bool = False) -> ParsedPush:
                 "invalid_payload", f"items[{index}] must be an object, got {_kind(item)}"
             )
 
-    item_json = [_dump(item, index, fast=plain) for index, item in enumerate(items)]
+    item_json = [
+        _dump(item, index, fast=plain, repeats=repeats) for index, item in enumerate(items)
+    ]
     total = sum(map(len, item_json))
     if total > settings.MAX_PAYLOAD_BYTES:
         raise _too_large(total)
@@ -234,6 +246,8 @@ def parse_push(payload: Any, *, plain: bool = False) -> ParsedPush:
                         str(Unencodable(_get(item, path))),
                     )
                 )
+        if not repeats:
+            continue
         for path, container in _containers(item):
             if isinstance(container, _DuplicateKeys):
                 for key in container.duplicates:
@@ -289,7 +303,7 @@ def _containers(item: dict[str, Any]):
             yield name, value
 
 
-def _dump(item: dict[str, Any], index: int, *, fast: bool = False) -> str:
+def _dump(item: dict[str, Any], index: int, *, fast: bool = False, repeats: bool = True) -> str:
     """The item's raw text: compact JSON exactly as ``json.dumps`` writes it.
 
     With ``fast`` (the item holds no float at all: orjson writes NaN as null
@@ -298,8 +312,9 @@ def _dump(item: dict[str, Any], index: int, *, fast: bool = False) -> str:
     surrogates, which it refuses, take the ``json`` path. Prices and
     quantities are strings in feeds, so most files qualify. The text is what
     idempotency digests are made of: it must not depend on the path.
+    ``repeats=False``: the caller knows no object of the item repeated a key.
     """
-    repeats = any(isinstance(c, _DuplicateKeys) for _, c in _containers(item))
+    repeats = repeats and any(isinstance(c, _DuplicateKeys) for _, c in _containers(item))
     if fast and not repeats:
         try:
             return orjson.dumps(item).decode("utf-8")

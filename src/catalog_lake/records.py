@@ -52,6 +52,9 @@ def typed_items(frame: pd.DataFrame) -> Batch:
     Only rows that passed validation may be given: coercion trusts the checks
     and turns anything unrecognized into null.
     """
+    # Converted with the validated frame's row labels (``clean.keeping`` reuses
+    # the conversions its checks made by them), then renumbered.
+    sent = frame
     frame = frame.reset_index(drop=True)
     n = len(frame)
     out: dict[str, pd.Series] = {}
@@ -73,17 +76,19 @@ def typed_items(frame: pd.DataFrame) -> Batch:
         if rule in ("key", "id", "text"):
             out[spec.column] = clean.text_of(values)
         elif rule == "count":
-            out[spec.column] = clean.count_values(values)
+            out[spec.column] = _renumbered(clean.count_values(sent[spec.source]))
         elif rule == "flag":
-            out[spec.column] = clean.to_bool(values)
+            out[spec.column] = _renumbered(clean.to_bool(sent[spec.source]))
         elif rule == "money":
-            out[spec.column] = clean.money_text(values)
+            out[spec.column] = _renumbered(clean.money_text(sent[spec.source]))
         elif rule == "date":
-            out[spec.column] = clean.to_timestamp(
-                values, end_of_day=spec.column == "discount_end_date"
+            out[spec.column] = _renumbered(
+                clean.to_timestamp(
+                    sent[spec.source], end_of_day=spec.column == "discount_end_date"
+                )
             )
         elif rule == "duration":
-            parsed = clean.duration_seconds(values)
+            parsed = _renumbered(clean.duration_seconds(sent[spec.source]))
             out[spec.column] = parsed["text"]
             out[f"{spec.column}_seconds"] = parsed["seconds"]
         else:  # urls, list
@@ -92,6 +97,10 @@ def typed_items(frame: pd.DataFrame) -> Batch:
     out["extra_attributes"] = _extras(frame, _is_extra_attribute, "attributes.")
     out["extra_fields"] = _extras(frame, _is_extra_field, "")
     return Batch(pd.DataFrame(out, index=frame.index), lists)
+
+
+def _renumbered(converted: pd.Series | pd.DataFrame):
+    return converted.reset_index(drop=True)
 
 
 _NULL_DTYPES = {"count": "Int64", "flag": "boolean", "date": "datetime64[us, UTC]"}

@@ -21,6 +21,8 @@ from .schemas import FIELDS, FIELDS_BY_SOURCE, item_schema
 
 _MAX_VALUE_CHARS = 200
 
+_SCALAR_RULES = frozenset({"count", "flag", "money", "date", "duration"})
+
 
 @dataclass
 class Validation:
@@ -42,6 +44,8 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
         if spec.source in out.columns:
             if spec.rule in ("key", "id", "text"):
                 out[spec.source] = clean.clean_text(out[spec.source], rich=spec.rule == "text")
+            elif spec.rule in _SCALAR_RULES:
+                out[spec.source] = clean.as_text(clean.blank_to_none(out[spec.source]))
             else:
                 out[spec.source] = clean.blank_to_none(out[spec.source])
         elif spec.required:
