@@ -4,6 +4,9 @@
 says it can match. The reference below runs every pass on every string, as
 cleaning is specified; the two must agree on any text at all.
 
+Tag slugs take Arrow kernels for ASCII text and Python's Unicode rules for
+the rest; together they must give what Python's rules give on everything.
+
 ``clean.keeping`` lets typed items reuse the values validation parsed; they
 must be the values parsing afresh gives, and other data must never get them.
 """
@@ -22,7 +25,7 @@ from hypothesis import strategies as st
 from catalog_lake import clean, synth
 from catalog_lake.catalog import check_group
 from catalog_lake.parse import parse_push
-from catalog_lake.records import typed_items
+from catalog_lake.records import _slug, typed_items
 from catalog_lake.validate import validate
 
 
@@ -97,3 +100,17 @@ def test_a_kept_conversion_is_used_only_for_the_same_values():
     assert other.tolist() == [False, True, False]
     assert end.iloc[0] > start.iloc[0]  # options are part of what is kept
     assert {key[0] for key in store} == {"to_bool", "to_timestamp"}
+
+
+def slug_by_python(values: pd.Series) -> pd.Series:
+    slug = values.astype(object).str.lower().str.replace(r"[^\w]+", "-", regex=True)
+    return slug.str.strip("-").where(lambda s: s.str.len() > 0)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(), st.text(st.sampled_from([*"aZ_9 -./&éΣİ漢"])))))
+def test_tag_slugs_are_what_python_unicode_rules_give(values):
+    values = pd.Series(values, dtype=object)
+    fast, expected = _slug(values), slug_by_python(values)
+    assert fast.isna().tolist() == expected.isna().tolist()
+    assert fast.dropna().tolist() == expected.dropna().tolist()

@@ -146,8 +146,10 @@ def kinds(values: pd.Series) -> pd.Series:
 
     Most columns hold one type (all text, all booleans): pandas'
     ``infer_dtype`` recognizes those in C, and only mixed columns pay for a
-    Python lookup per value. Markers (``NonFinite``, ``Unencodable``) are not
-    ``str``, so a column holding one always takes the per-value path.
+    Python lookup per value (kept, within ``keeping``: a mixed column's
+    checks ask for its kinds four or five times). Markers (``NonFinite``,
+    ``Unencodable``) are not ``str``, so a column holding one always takes
+    the per-value path.
     """
     if isinstance(values.dtype, pd.StringDtype):
         missing = values.isna().to_numpy()
@@ -160,6 +162,12 @@ def kinds(values: pd.Series) -> pd.Series:
     if uniform is not None or inferred == "empty":
         out = np.where(pd.isna(array), "null", uniform or "null").astype(object)
         return pd.Series(out, index=values.index, dtype=object)
+    return _mixed_kinds(values)
+
+
+@_kept
+def _mixed_kinds(values: pd.Series) -> pd.Series:
+    array = values.to_numpy(dtype=object)
     get = _KIND.get
     out = np.array([get(type(v), "other") for v in array], dtype=object)
     floats = out == "float"
@@ -291,18 +299,20 @@ def _numpy(mask: pa.Array) -> np.ndarray:
     return pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
 
 
-def as_text(values: pd.Series) -> pd.Series:
-    """A column of nothing but strings in the ``TEXT`` dtype; any other column unchanged."""
-    if values.dtype != object or pd.api.types.infer_dtype(
-        values.to_numpy(), skipna=True
-    ) != "string":
-        return values
-    text = pa.array(values.to_numpy(), pa.string(), from_pandas=True)
-    return pd.Series(TEXT.__from_arrow__(text), index=values.index)
+def blank_to_none(values: pd.Series, *, keep_text: bool = False) -> pd.Series:
+    """Strings that are empty or only whitespace mean "unused" (SPEC 2.5) and become None.
 
-
-def blank_to_none(values: pd.Series) -> pd.Series:
-    """Strings that are empty or only whitespace mean "unused" (SPEC 2.5) and become None."""
+    With ``keep_text``, a column of nothing but strings comes back in the
+    ``TEXT`` dtype, converted to Arrow once here rather than by each of its
+    checks and again by typing.
+    """
+    if keep_text and values.dtype == object:
+        array = values.to_numpy()
+        if pd.api.types.infer_dtype(array, skipna=True) == "string":
+            text = pa.array(array, pa.string(), from_pandas=True)
+            blank = pc.equal(pc.utf8_trim_whitespace(text), "")
+            text = pc.if_else(blank, pa.scalar(None, pa.string()), text)
+            return pd.Series(TEXT.__from_arrow__(text), index=values.index)
     kind = kinds(values)
     if not (kind == "str").any():
         return values

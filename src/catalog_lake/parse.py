@@ -263,7 +263,12 @@ def parse_push(payload: Any, *, plain: bool = False, repeats: bool = True) -> Pa
     return ParsedPush(
         items=items,
         item_json=item_json,
-        frame=flatten(items, unencodable, nonfinite=any(map(_may_be_nonfinite, item_json))),
+        frame=flatten(
+            items,
+            unencodable,
+            # Text decoded without NaN or Infinity (plain) cannot hold one.
+            nonfinite=not plain and any(map(_may_be_nonfinite, item_json)),
+        ),
         errors=errors,
     )
 

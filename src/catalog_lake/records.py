@@ -314,9 +314,29 @@ def current_price(items: pd.DataFrame, now: datetime | None) -> pd.Series:
 
 
 def _slug(values: pd.Series) -> pd.Series:
-    return (
-        values.astype(object).str.lower().str.replace(r"[^\w]+", "-", regex=True).str.strip("-")
-    ).where(lambda s: s.str.len() > 0)
+    """Lower case, each run of non-word characters one hyphen, none at the ends; NA if empty.
+
+    ASCII text (nearly all of it) is done by Arrow kernels; other text keeps
+    Python's Unicode ``lower`` and ``\\w``, which Arrow's do not match exactly.
+    """
+    text = pa.array(values.to_numpy(dtype=object), pa.string(), from_pandas=True)
+    slug = pc.utf8_trim(
+        pc.replace_substring_regex(pc.ascii_lower(text), "[^0-9A-Za-z_]+", "-"), "-"
+    ).to_numpy(zero_copy_only=False)
+    unicode = pc.fill_null(pc.invert(pc.string_is_ascii(text)), False).to_numpy(
+        zero_copy_only=False
+    )
+    if unicode.any():
+        slug[unicode] = (
+            values[unicode]
+            .astype(object)
+            .str.lower()
+            .str.replace(r"[^\w]+", "-", regex=True)
+            .str.strip("-")
+            .to_numpy()
+        )
+    out = pd.Series(slug, index=values.index, dtype=object)
+    return out.where(out.str.len() > 0)
 
 
 _VEG = frozenset({"veg", "vegetarian", "v", "green", "pure veg"})

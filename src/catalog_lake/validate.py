@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
@@ -44,10 +45,10 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
         if spec.source in out.columns:
             if spec.rule in ("key", "id", "text"):
                 out[spec.source] = clean.clean_text(out[spec.source], rich=spec.rule == "text")
-            elif spec.rule in _SCALAR_RULES:
-                out[spec.source] = clean.as_text(clean.blank_to_none(out[spec.source]))
             else:
-                out[spec.source] = clean.blank_to_none(out[spec.source])
+                out[spec.source] = clean.blank_to_none(
+                    out[spec.source], keep_text=spec.rule in _SCALAR_RULES
+                )
         elif spec.required:
             out[spec.source] = pd.Series(None, index=out.index, dtype=object)
     return out
@@ -78,7 +79,9 @@ def _failure_errors(cases: pd.DataFrame, frame: pd.DataFrame):
     # A frame-wide check (the discount window) is reported once per column.
     wide = cases["schema_context"] == "DataFrameSchema"
     cases = pd.concat([cases[~wide], cases[wide].drop_duplicates(["index", "check"])])
-    for case in cases.itertuples(index=False):
+    positions = frame.index.get_indexer(cases["index"].astype("int64"))
+    sent: dict[str, np.ndarray] = {}  # each failing column's values, taken out once
+    for case, position in zip(cases.itertuples(index=False), positions, strict=True):
         index = int(case.index)
         check = str(case.check)
         if check == "not_nullable":
@@ -88,7 +91,12 @@ def _failure_errors(cases: pd.DataFrame, frame: pd.DataFrame):
         field = case.column if isinstance(case.column, str) else ""
         if code is ErrorCode.INVALID_DISCOUNT_WINDOW:
             field = "pricing_info.discount_end_date"
-        value = frame.at[index, field] if field in frame.columns else case.failure_case
+        if field in frame.columns:
+            if field not in sent:
+                sent[field] = frame[field].to_numpy(dtype=object)
+            value = sent[field][position]
+        else:
+            value = case.failure_case
         yield index, item_error(field, code, _message(code, field, value), _jsonable(value))
 
 
