@@ -262,12 +262,27 @@ def report(result: dict[str, Any]) -> str:
             f"p50 {small['p50_ms']:.0f} ms, "
             f"p95 {small['p95_ms']:.0f} ms over {small['pushes']} pushes",
         ]
-    stages = result["first"]["stages"]
-    total = sum(stages.values()) or 1
-    unit = "seconds (all processes)" if result.get("workers") else "seconds"
-    lines += ["", f"| first-ingest stage | {unit} | share |", "|---|---:|---:|"]
-    lines += [
-        f"| {stage} | {seconds:.2f} | {seconds / total:.0%} |"
-        for stage, seconds in sorted(stages.items(), key=lambda kv: -kv[1])
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _stage_table(result)) + "\n"
+
+
+def _stage_table(result: dict[str, Any]) -> list[str]:
+    """Seconds per stage of each ingest run, largest first: where the time went."""
+    runs = [name for name in ("first", "reingest") if name in result]
+    stages = [result[name]["stages"] for name in runs]
+    totals = [sum(s.values()) or 1 for s in stages]
+    unit = "s, all processes" if result.get("workers") else "s"
+    if runs == ["first"]:
+        header = [f"| first-ingest stage | {unit.replace('s', 'seconds', 1)} | share |"]
+    else:
+        named = {"first": "first ingest", "reingest": "re-ingest"}
+        header = ["| stage | " + " | ".join(f"{named[n]} ({unit}) | share" for n in runs) + " |"]
+    lines = ["", *header, "|---|" + "---:|---:|" * len(runs)]
+    for stage in sorted(stages[0], key=lambda k: -stages[0][k]) + sorted(
+        set().union(*stages) - set(stages[0])
+    ):
+        cells = [
+            f"{s.get(stage, 0.0):.2f} | {s.get(stage, 0.0) / total:.0%}"
+            for s, total in zip(stages, totals, strict=True)
+        ]
+        lines.append(f"| {stage} | " + " | ".join(cells) + " |")
+    return lines
