@@ -176,6 +176,8 @@ def test_synonyms_come_from_the_list_in_data(tmp_path, clock):
                 make_item(client_item_id="a", name="Crew Neck T-Shirt", category="Tees"),
                 make_item(client_item_id="b", name="Nova Smartphone", category="Mobile phones"),
                 make_item(client_item_id="c", name="Teapot", category="Kitchen"),
+                make_item(client_item_id="a2", name="Crew Neck T-Shirt", category="Tees"),
+                make_item(client_item_id="c2", name="Teapot", category="Kitchen"),
             ]
         }
     )
@@ -184,6 +186,8 @@ def test_synonyms_come_from_the_list_in_data(tmp_path, clock):
         "a": ["tshirt", "tee"],
         "b": ["cell phone"],
         "c": [],
+        "a2": ["tshirt", "tee"],  # the same text (variants): the same synonyms
+        "c2": [],
     }
 
 

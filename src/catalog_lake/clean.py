@@ -551,12 +551,16 @@ def list_array(elements: pd.Series, length: int) -> pa.ListArray:
     in element order; rows with no elements get an empty list, never null.
     """
     elements = elements.dropna()
-    positions = elements.index.to_numpy(dtype="int64")
+    return lists_at(elements.index.to_numpy(dtype="int64"), elements.to_numpy(dtype=object), length)
+
+
+def lists_at(positions: np.ndarray, values: np.ndarray, length: int) -> pa.ListArray:
+    """``list_array`` from parallel arrays: each value goes to the list of its row position."""
     order = np.argsort(positions, kind="stable")
     counts = np.bincount(positions, minlength=length) if length else np.zeros(0, "int64")
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype("int32")
-    values = pa.array(elements.to_numpy(dtype=object)[order], type=pa.string())
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+    strings = pa.array(values[order], type=pa.string())
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), strings)
 
 
 def text_elements(values: pd.Series) -> pd.Series:

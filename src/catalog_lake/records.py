@@ -335,8 +335,8 @@ def _slug(values: pd.Series) -> pd.Series:
             .str.strip("-")
             .to_numpy()
         )
-    out = pd.Series(slug, index=values.index, dtype=object)
-    return out.where(out.str.len() > 0)
+    slug[pd.isna(slug) | (slug == "")] = None
+    return pd.Series(slug, index=values.index, dtype=object)
 
 
 _VEG = frozenset({"veg", "vegetarian", "v", "green", "pure veg"})
@@ -369,25 +369,34 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
     ship = pd.to_numeric(items["attr_time_to_ship_seconds"], errors="coerce")
     colour = _attribute(items, "attr_colour").fillna(_attribute(items, "attr_colour_name"))
 
-    def tag(name: str, mask: pd.Series) -> pd.Series:
-        return pd.Series(name, index=items.index).where(mask)
-
-    rules = [
-        tag("veg", veg),
-        tag("non-veg", non_veg),
-        tag("egg", egg),
-        tag("cod", _flag(items["attr_available_on_cod"])),
-        tag("returnable", _flag(items["attr_returnable"])),
-        tag("cancellable", _flag(items["attr_cancellable"])),
-        tag("fast-shipping", _flag(ship <= settings.FAST_SHIPPING_SECONDS)),
-        tag("on-sale", on_sale),
-        tag("in-stock", in_stock),
-        tag("out-of-stock", ~in_stock),
-        "brand:" + _slug(_attribute(items, "attr_brand")),
-        "colour:" + _slug(colour),
-        "gender:" + _slug(_attribute(items, "attr_gender")),
+    flags = [
+        ("veg", veg),
+        ("non-veg", non_veg),
+        ("egg", egg),
+        ("cod", _flag(items["attr_available_on_cod"])),
+        ("returnable", _flag(items["attr_returnable"])),
+        ("cancellable", _flag(items["attr_cancellable"])),
+        ("fast-shipping", _flag(ship <= settings.FAST_SHIPPING_SECONDS)),
+        ("on-sale", on_sale),
+        ("in-stock", in_stock),
+        ("out-of-stock", ~in_stock),
     ]
-    return clean.list_array(pd.concat(rules).dropna(), len(items))
+    named = [
+        ("brand:", _attribute(items, "attr_brand")),
+        ("colour:", colour),
+        ("gender:", _attribute(items, "attr_gender")),
+    ]
+    rows, tags = [], []
+    for name, mask in flags:
+        where = np.flatnonzero(mask.to_numpy(dtype=bool))
+        rows.append(where)
+        tags.append(np.full(len(where), name, dtype=object))
+    for prefix, values in named:
+        slug = _slug(values).to_numpy(dtype=object)
+        where = np.flatnonzero(pd.notna(slug))
+        rows.append(where)
+        tags.append(np.array([prefix + s for s in slug[where]], dtype=object))
+    return clean.lists_at(np.concatenate(rows), np.concatenate(tags), len(items))
 
 
 def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
@@ -402,8 +411,10 @@ def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
         + " | "
         + items["lake_category"].fillna("").astype(object)
     ).str.lower()
+    # Variants of a product share its name and categories: match each distinct text once.
+    codes, texts = pd.factorize(text)
     # findall + explode: extractall builds a MultiIndex per match and took 5x longer.
-    found = text.str.findall(pattern).explode().dropna()
+    found = pd.Series(texts, dtype=object).str.findall(pattern).explode().dropna()
     if found.empty:
         return clean.list_array(pd.Series([], dtype=object), n)
     matched = pd.DataFrame({"row": found.index.to_numpy(), "term": found.to_numpy()})
@@ -415,9 +426,10 @@ def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
     seen = pd.MultiIndex.from_frame(matched[["row", "term"]])
     candidate = pd.MultiIndex.from_frame(expanded)
     expanded = expanded[~candidate.isin(seen)].drop_duplicates()
-    return clean.list_array(
-        pd.Series(expanded["synonym"].to_numpy(), index=expanded["row"].to_numpy()), n
+    per_text = clean.list_array(
+        pd.Series(expanded["synonym"].to_numpy(), index=expanded["row"].to_numpy()), len(texts)
     )
+    return per_text.take(pa.array(codes))
 
 
 def _categories(items: pd.DataFrame) -> pa.Array:
