@@ -99,7 +99,13 @@ def test_a_kept_conversion_is_used_only_for_the_same_values():
     assert changed_rows.tolist() == [True, True]
     assert other.tolist() == [False, True, False]
     assert end.iloc[0] > start.iloc[0]  # options are part of what is kept
-    assert {key[0] for key in store} == {"to_bool", "to_timestamp"}
+    with clean.keeping(store):
+        as_number = clean.money_text(pd.Series([1.0, 2], dtype=object, name="price"))
+        # Equal to the kept column (1 == 1.0) but not the same values: parsed again.
+        as_other_number = clean.money_text(pd.Series([1, 2.0], dtype=object, name="price"))
+    assert as_number.tolist() == ["1.0", "2"]
+    assert as_other_number.tolist() == ["1", "2.0"]
+    assert {key[0] for key in store} == {"to_bool", "to_timestamp", "money_text", "_mixed_kinds"}
 
 
 def slug_by_python(values: pd.Series) -> pd.Series:

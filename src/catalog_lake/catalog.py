@@ -123,7 +123,6 @@ def check_group(
     middle = time.perf_counter()
     with clean.keeping(conversions):
         typed = typed_items(checked.frame[keep])
-    del conversions
     # The validated frame is not needed past this point (and is costly to ship).
     checked = Validation(frame=checked.frame.iloc[:, :0], errors=checked.errors)
     timings["validate"] = timings.get("validate", 0.0) + middle - started

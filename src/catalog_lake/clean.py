@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import html
 import inspect
+import operator
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,7 +78,6 @@ _DURATION_RE2 = (
     f"(?:(?P<d>{_NUM_RE2})D)?(?:T(?:(?P<h>{_NUM_RE2})H)?(?:(?P<mi>{_NUM_RE2})M)?"
     f"(?:(?P<s>{_NUM_RE2})S)?)?$"
 )
-_KEPT: ContextVar[dict | None] = ContextVar("catalog_lake_kept_conversions", default=None)
 _URL = r"https?://[^\s/?#<>\"]+[^\s<>\"]*"
 _DATE_ONLY = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
@@ -90,6 +90,10 @@ TEXT = pd.StringDtype("pyarrow", na_value=np.nan)
 
 #: ``infer_dtype`` answers for columns whose values all have one JSON type.
 _UNIFORM = {"string": "str", "boolean": "bool", "integer": "int", "floating": "float"}
+
+
+_KEPT: ContextVar[dict | None] = ContextVar("catalog_lake_kept_conversions", default=None)
+_IS = np.frompyfunc(operator.is_, 2, 1)
 
 
 @contextmanager
@@ -128,10 +132,10 @@ def _kept(convert):
         if made is not None:
             source, result = made
             if values.index.equals(source.index):
-                if values.equals(source):
+                if _same_values(values, source):
                     return result
-            elif values.index.isin(source.index).all() and values.equals(
-                source.loc[values.index]
+            elif values.index.isin(source.index).all() and _same_values(
+                values, source.loc[values.index]
             ):
                 return result.loc[values.index]
         result = convert(values, **options)
@@ -139,6 +143,20 @@ def _kept(convert):
         return result
 
     return kept
+
+
+def _same_values(values: pd.Series, other: pd.Series) -> bool:
+    """Whether two columns hold the same values, Python objects by identity.
+
+    ``equals`` would take ``1``, ``1.0`` and ``True`` for one another, yet a
+    price check reads them differently; a column's rows taken out of the
+    validated frame are the very same objects.
+    """
+    if values.dtype != other.dtype or len(values) != len(other):
+        return False
+    if values.dtype == object:
+        return bool(_IS(values.to_numpy(), other.to_numpy()).all())
+    return values.equals(other)
 
 
 def kinds(values: pd.Series) -> pd.Series:

@@ -18,8 +18,8 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -346,7 +346,7 @@ class _GroupWriter:
     def read_group(
         self, queue: deque[FeedFile], batch_size: int, group_items: int
     ) -> list[tuple[FileResult, list[PushRequest]]]:
-        """The next files of ``queue`` read until they hold ``group_items`` items (or it is empty)."""
+        """The next files of ``queue``, read until they hold ``group_items`` items or run out."""
         group = []
         pending = 0
         while queue and pending < group_items:

@@ -83,9 +83,7 @@ def typed_items(frame: pd.DataFrame) -> Batch:
             out[spec.column] = _renumbered(clean.money_text(sent[spec.source]))
         elif rule == "date":
             out[spec.column] = _renumbered(
-                clean.to_timestamp(
-                    sent[spec.source], end_of_day=spec.column == "discount_end_date"
-                )
+                clean.to_timestamp(sent[spec.source], end_of_day=spec.column == "discount_end_date")
             )
         elif rule == "duration":
             parsed = _renumbered(clean.duration_seconds(sent[spec.source]))
@@ -317,7 +315,8 @@ def _slug(values: pd.Series) -> pd.Series:
     """Lower case, each run of non-word characters one hyphen, none at the ends; NA if empty.
 
     ASCII text (nearly all of it) is done by Arrow kernels; other text keeps
-    Python's Unicode ``lower`` and ``\\w``, which Arrow's do not match exactly.
+    Python's Unicode ``lower`` and word characters, which Arrow's do not match
+    exactly.
     """
     text = pa.array(values.to_numpy(dtype=object), pa.string(), from_pandas=True)
     slug = pc.utf8_trim(
@@ -395,7 +394,7 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
         slug = _slug(values).to_numpy(dtype=object)
         where = np.flatnonzero(pd.notna(slug))
         rows.append(where)
-        tags.append(np.array([prefix + s for s in slug[where]], dtype=object))
+        tags.append(prefix + slug[where])
     return clean.lists_at(np.concatenate(rows), np.concatenate(tags), len(items))
 
 
