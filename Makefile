@@ -31,11 +31,14 @@ test: setup
 	$(BIN)/python -m pytest
 
 # Benchmark against the DuckDB baseline; appends the report to bench/results.md.
-# WORKERS=2 runs the ingests with two worker processes (see README, "Performance").
+# WORKERS=2 runs the ingests with two worker processes (see README, "Performance");
+# REPEAT=3 runs baselines and ingests three times and reports each scenario's median run.
 ITEMS ?= 100000
 WORKERS ?= 0
+REPEAT ?= 1
 bench: setup
-	$(BIN)/catalog-lake bench --items $(ITEMS) --workers $(WORKERS) --record bench/results.md
+	$(BIN)/catalog-lake bench --items $(ITEMS) --workers $(WORKERS) --repeat $(REPEAT) \
+		--record bench/results.md
 
 lint: setup
 	$(BIN)/ruff check src flows tests

@@ -56,15 +56,23 @@ def test_bench_command_prints_a_report(tmp_path):
             "--small-pushes",
             "0",
             "--no-reingest",
+            "--repeat",
+            "2",
             "--record",
             str(record),
+            "--json",
         ],
     )
     assert outcome.exit_code == 0, outcome.output
-    assert "vs DuckDB baseline" in outcome.stdout
-    assert "catalog-lake first ingest" in outcome.stdout
-    assert "reingest" not in outcome.stdout
-    assert record.read_text().startswith("\n## bench ")
+    result = json.loads(outcome.stdout)
+    assert len(result["ratios"]["first"]) == 2  # each run's ratio, baseline timed before it
+    assert result["first"]["ratio"] == min(result["ratios"]["first"])  # lower middle of two
+    assert "reingest" not in result
+    text = record.read_text()
+    assert text.startswith("\n## bench ")
+    assert "vs DuckDB baseline" in text and "catalog-lake first ingest" in text
+    (ratios,) = [line for line in text.splitlines() if line.startswith("Ratios of the 2 runs")]
+    assert "first ingest" in ratios and "re-ingest" not in ratios
 
 
 def test_bench_with_worker_processes_stores_the_same_and_counts_their_memory(tmp_path):

@@ -417,6 +417,12 @@ def bench(
     reingest: Annotated[
         bool, typer.Option(help="Also time the re-ingest of an overlapping feed.")
     ] = True,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Run baselines and ingests this many times; report each median run."
+        ),
+    ] = 1,
     workdir: Annotated[Path | None, typer.Option(help="Keep feeds and lakes here.")] = None,
     record: Annotated[
         Path | None, typer.Option(help="Append the report to this file, e.g. bench/results.md.")
@@ -435,6 +441,7 @@ def bench(
         small_pushes=small_pushes,
         workers=workers,
         reingest=reingest,
+        repeat=repeat,
         workdir=workdir,
         keep=workdir is not None,
         progress=lambda message: print(message, file=sys.stderr),
