@@ -187,7 +187,6 @@ def run(
                 for folder in outputs:
                     shutil.rmtree(folder, ignore_errors=True)
             label = f" (run {number} of {repeat})" if repeat > 1 else ""
-            progress(f"baseline: DuckDB SQL flatten to a fresh Delta table{label}")
             runs.append(_scenarios(root, reingest, label, progress, *options))
         result.update(_median_run(runs))
         if repeat > 1:
@@ -206,6 +205,7 @@ def run(
 
 
 _SCENARIOS = (("first", "baseline_first"), ("reingest", "baseline_second"))
+_NAMES = {"first": "first ingest", "reingest": "re-ingest"}
 
 
 def _scenarios(
@@ -222,6 +222,7 @@ def _scenarios(
     """One baseline and ingest of each feed, in that order, with ratios."""
     one: dict[str, Any] = {}
     first, second = root / "feed-first", root / "feed-second"
+    progress(f"baseline: DuckDB SQL flatten to a fresh Delta table{label}")
     one["baseline_first"] = _in_child(_baseline, str(first), str(root / "baseline-first"))
     progress(f"first ingest{label}")
     one["first"] = _in_child(_ingest, str(first), lake, batch_size, group_items, workers)
@@ -297,9 +298,8 @@ def report(result: dict[str, Any]) -> str:
             f"{ours['items_per_second']:,.0f} | {ours['rss_mb']:,.0f} | **{ours['ratio']:.2f}x** |"
         )
     if result.get("ratios"):
-        named = {"first": "first ingest", "reingest": "re-ingest"}
         listed = "; ".join(
-            f"{named[name]} " + ", ".join(f"{ratio:.2f}x" for ratio in ratios)
+            f"{_NAMES[name]} " + ", ".join(f"{ratio:.2f}x" for ratio in ratios)
             for name, ratios in result["ratios"].items()
         )
         lines += [
@@ -327,8 +327,7 @@ def _stage_table(result: dict[str, Any]) -> list[str]:
     if runs == ["first"]:
         header = [f"| first-ingest stage | {unit.replace('s', 'seconds', 1)} | share |"]
     else:
-        named = {"first": "first ingest", "reingest": "re-ingest"}
-        header = ["| stage | " + " | ".join(f"{named[n]} ({unit}) | share" for n in runs) + " |"]
+        header = ["| stage | " + " | ".join(f"{_NAMES[n]} ({unit}) | share" for n in runs) + " |"]
     lines = ["", *header, "|---|" + "---:|---:|" * len(runs)]
     for stage in sorted(stages[0], key=lambda k: -stages[0][k]) + sorted(
         set().union(*stages) - set(stages[0])
