@@ -574,11 +574,20 @@ def list_array(elements: pd.Series, length: int) -> pa.ListArray:
 
 def lists_at(positions: np.ndarray, values: np.ndarray, length: int) -> pa.ListArray:
     """``list_array`` from parallel arrays: each value goes to the list of its row position."""
+    order, offsets = grouped_by_row(positions, length)
+    strings = pa.array(values[order], type=pa.string())
+    return pa.ListArray.from_arrays(offsets, strings)
+
+
+def grouped_by_row(positions: np.ndarray, length: int) -> tuple[np.ndarray, pa.Array]:
+    """The order that groups values by row position (stable), and the list offsets of the rows.
+
+    What building any list or map column from (row, value) pairs needs.
+    """
     order = np.argsort(positions, kind="stable")
     counts = np.bincount(positions, minlength=length) if length else np.zeros(0, "int64")
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype("int32")
-    strings = pa.array(values[order], type=pa.string())
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), strings)
+    return order, pa.array(offsets, pa.int32())
 
 
 def text_elements(values: pd.Series) -> pd.Series:

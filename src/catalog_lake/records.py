@@ -76,17 +76,17 @@ def typed_items(frame: pd.DataFrame) -> Batch:
         if rule in ("key", "id", "text"):
             out[spec.column] = clean.text_of(values)
         elif rule == "count":
-            out[spec.column] = _renumbered(clean.count_values(sent[spec.source]))
+            out[spec.column] = clean.count_values(sent[spec.source]).reset_index(drop=True)
         elif rule == "flag":
-            out[spec.column] = _renumbered(clean.to_bool(sent[spec.source]))
+            out[spec.column] = clean.to_bool(sent[spec.source]).reset_index(drop=True)
         elif rule == "money":
-            out[spec.column] = _renumbered(clean.money_text(sent[spec.source]))
+            out[spec.column] = clean.money_text(sent[spec.source]).reset_index(drop=True)
         elif rule == "date":
-            out[spec.column] = _renumbered(
-                clean.to_timestamp(sent[spec.source], end_of_day=spec.column == "discount_end_date")
-            )
+            end_of_day = spec.column == "discount_end_date"
+            stamps = clean.to_timestamp(sent[spec.source], end_of_day=end_of_day)
+            out[spec.column] = stamps.reset_index(drop=True)
         elif rule == "duration":
-            parsed = _renumbered(clean.duration_seconds(sent[spec.source]))
+            parsed = clean.duration_seconds(sent[spec.source]).reset_index(drop=True)
             out[spec.column] = parsed["text"]
             out[f"{spec.column}_seconds"] = parsed["seconds"]
         else:  # urls, list
@@ -95,10 +95,6 @@ def typed_items(frame: pd.DataFrame) -> Batch:
     out["extra_attributes"] = _extras(frame, _is_extra_attribute, "attributes.")
     out["extra_fields"] = _extras(frame, _is_extra_field, "")
     return Batch(pd.DataFrame(out, index=frame.index), lists)
-
-
-def _renumbered(converted: pd.Series | pd.DataFrame):
-    return converted.reset_index(drop=True)
 
 
 _NULL_DTYPES = {"count": "Int64", "flag": "boolean", "date": "datetime64[us, UTC]"}
@@ -195,12 +191,11 @@ def pack_attributes(columns: Mapping[str, pd.Series], n: int) -> pa.MapArray:
         offsets = pa.array(np.zeros(n + 1, dtype="int32"))
         empty = pa.array([], pa.string())
         return pa.MapArray.from_arrays(offsets, empty, empty).cast(ATTRIBUTE_MAP)
-    row = np.concatenate(rows)
-    order = pa.array(np.argsort(row, kind="stable"))  # by row, then in SPEC order
+    order, offsets = clean.grouped_by_row(np.concatenate(rows), n)  # by row, then SPEC order
+    order = pa.array(order)
     keys = pa.array(names, pa.string()).take(pa.array(np.concatenate(codes))).take(order)
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n))]).astype("int32")
     texts = pa.concat_arrays([v.cast(pa.string()) for v in values]).take(order)
-    return pa.MapArray.from_arrays(pa.array(offsets), keys, texts).cast(ATTRIBUTE_MAP)
+    return pa.MapArray.from_arrays(offsets, keys, texts).cast(ATTRIBUTE_MAP)
 
 
 def unpack_attributes(attributes: pa.Array | pa.ChunkedArray) -> pd.DataFrame:
@@ -353,14 +348,27 @@ def _attribute(items: pd.DataFrame, column: str) -> pd.Series:
     return pd.Series(None, index=items.index, dtype=object)
 
 
+def _folded(values: pd.Series) -> pd.Series:
+    """Stripped, lower-cased text (None where absent), each distinct value folded once.
+
+    Such attributes hold a handful of spellings ("Veg", "veg ", "Non-Veg"):
+    Python's string methods run on those, not on every row.
+    """
+    codes, distinct = pd.factorize(values.astype(object))
+    folded = np.array([text.strip().lower() for text in distinct], dtype=object)
+    out = np.full(len(values), None, dtype=object)
+    out[codes >= 0] = folded[codes[codes >= 0]]
+    return pd.Series(out, index=values.index, dtype=object)
+
+
 def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Array:
     """Computed discovery tags (record design rule 4), in a fixed order per record.
 
     is_veg is free text (SPEC 2.6), so both it and veg_nonveg_flag are read
     through the same spellings: veg/vegetarian/yes/true mean veg, and so on.
     """
-    is_veg = _attribute(items, "attr_is_veg").astype(object).str.strip().str.lower()
-    flag = _attribute(items, "attr_veg_nonveg_flag").astype(object).str.strip().str.lower()
+    is_veg = _folded(_attribute(items, "attr_is_veg"))
+    flag = _folded(_attribute(items, "attr_veg_nonveg_flag"))
     veg_bool = clean.to_bool(is_veg)
     egg = _flag(flag.eq("egg") | is_veg.eq("egg"))
     veg = _flag(flag.isin(_VEG) | is_veg.isin(_VEG) | veg_bool.eq(True)) & ~egg

@@ -22,8 +22,6 @@ from .schemas import FIELDS, FIELDS_BY_SOURCE, item_schema
 
 _MAX_VALUE_CHARS = 200
 
-_SCALAR_RULES = frozenset({"count", "flag", "money", "date", "duration"})
-
 
 @dataclass
 class Validation:
@@ -46,8 +44,9 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
             if spec.rule in ("key", "id", "text"):
                 out[spec.source] = clean.clean_text(out[spec.source], rich=spec.rule == "text")
             else:
+                # Scalars (not lists) that hold only text become Arrow text here.
                 out[spec.source] = clean.blank_to_none(
-                    out[spec.source], keep_text=spec.rule in _SCALAR_RULES
+                    out[spec.source], keep_text=spec.rule not in ("urls", "list")
                 )
         elif spec.required:
             out[spec.source] = pd.Series(None, index=out.index, dtype=object)
