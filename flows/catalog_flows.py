@@ -136,7 +136,7 @@ def ingest(
     One task per group of files (``feeds.file_groups``, about 32 MB of feed):
     a retry repeats that group only. Inside a task, pushes of ``batch_size``
     items are written ``group_items`` at a time, one commit per table, and
-    ``workers`` processes check the next groups meanwhile (0: in the task).
+    ``workers`` processes check groups alongside the task (0: the task alone).
     """
     import time
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from catalog_lake import Catalog, PushRequest
+from catalog_lake import Catalog, PushRequest, feeds
 from catalog_lake.feeds import check_files, discover, ingest
 from tests.conftest import make_item
 from tests.test_groups import Ticking
@@ -67,9 +67,10 @@ def _table(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("client_item_id", ignore_index=True)
 
 
-def test_workers_store_and_answer_exactly_as_one_process(tmp_path, clock, source):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_workers_store_and_answer_exactly_as_one_process(tmp_path, clock, source, workers):
     alone, expected = _run(tmp_path, clock, source, "alone", workers=0)
-    helped, got = _run(tmp_path, clock, source, "helped", workers=2)
+    helped, got = _run(tmp_path, clock, source, "helped", workers=workers)
 
     assert _without_request_ids(got) == _without_request_ids(expected)
     assert got["files"]["failed"] == [
@@ -113,3 +114,26 @@ def test_a_worker_hands_back_what_was_received_not_the_decoded_items(source):
     assert len(checked.checked.client_ids) == sum(
         len(r.payload.item_json) for r in checked.requests
     )
+
+
+def test_the_writing_process_checks_groups_too_and_writes_them_in_feed_order(
+    tmp_path, clock, source, monkeypatch
+):
+    here = []
+    check_here = feeds._checked_here
+
+    def counted(catalog, chunk, batch_size):
+        here.append([feed.path for feed in chunk])
+        return check_here(catalog, chunk, batch_size)
+
+    monkeypatch.setattr(feeds, "_checked_here", counted)
+    catalog, summary = _run(tmp_path, clock, source, "lake", workers=1)
+
+    paths = sorted(f.path for f in discover(source)[0])
+    # The first group is checked here while the worker starts.
+    assert here[0] == [paths[0]]
+    assert summary["files"]["ingested"] == [p for p in paths if p != "zz_broken.json"]
+    # The later file's update of an earlier item won.
+    records = catalog.records().set_index("client_item_id")
+    assert records.loc["BEAU-LIP-RED", "product_name"] == "Lipstick v2"
+    assert catalog.check()["ok"]

@@ -239,7 +239,8 @@ def ingest(
     workers: Annotated[
         int,
         typer.Option(
-            min=0, help="Processes that parse and validate the next groups while one is written."
+            min=0,
+            help="Worker processes that parse and validate groups alongside this one (0: none).",
         ),
     ] = 0,
     as_json: JsonOption = False,

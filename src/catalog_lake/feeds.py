@@ -18,7 +18,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,8 +283,9 @@ def ingest_files(
     ``group_items``, not the feed.
 
     With ``workers`` > 0, that many spawned processes parse, validate and
-    type the next groups while this one assigns ids and writes the current
-    one (``check_files``); groups are then cut by file size, about
+    type groups (``check_files``) while this one writes them in feed order,
+    and this one checks groups too whenever the next to write is not ready
+    (``_ingest_with_workers``); groups are then cut by file size, about
     ``group_items`` items of ``ITEM_BYTES`` each. The result is the same as
     in process; a group a worker could not finish is redone in process.
 
@@ -425,21 +426,22 @@ def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
     started = time.perf_counter()
     pushes: list[int | str] = []
     requests: list[PushRequest] = []
-    for feed in files:
-        try:
-            file_requests = _file_pushes(feed, batch_size)
-        except (PushError, OSError) as exc:
-            pushes.append(str(exc))
-            continue
-        pushes.append(len(file_requests))
-        requests += file_requests
-    timings["read_parse"] = time.perf_counter() - started
-    checked = None
-    if requests:
-        parsed = combine([request.payload for request in requests])
-        sizes = [len(request.payload.item_json) for request in requests]
-        groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
-        checked = check_group(parsed, groups, timings)
+    with collector_paused(collect=True):
+        for feed in files:
+            try:
+                file_requests = _file_pushes(feed, batch_size)
+            except (PushError, OSError) as exc:
+                pushes.append(str(exc))
+                continue
+            pushes.append(len(file_requests))
+            requests += file_requests
+        timings["read_parse"] = time.perf_counter() - started
+        checked = None
+        if requests:
+            parsed = combine([request.payload for request in requests])
+            sizes = [len(request.payload.item_json) for request in requests]
+            groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
+            checked = check_group(parsed, groups, timings)
     received = [
         PushRequest(r.payload.received_only(), r.source, r.idempotency_key) for r in requests
     ]
@@ -449,7 +451,14 @@ def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
 def _ingest_with_workers(
     writer: _GroupWriter, chunks: list[list[FeedFile]], batch_size: int, workers: int
 ) -> list[FileResult]:
-    """Check groups in spawned workers, ``workers`` ahead, and write them in order.
+    """Check groups in spawned workers and in this process, and write them in order.
+
+    Groups are written in feed order (a later file's update must win), but
+    checked wherever a core is free. The first group is checked here while
+    the workers start (a spawn imports the whole stack, about a second);
+    after that, whenever the next group to write is still in a worker, this
+    process checks the next unstarted group itself instead of waiting. At
+    most ``workers`` such groups wait here, checked, so memory stays bounded.
 
     Spawned, not forked: deltalake must not run in a forked child. A group
     whose worker failed (or whose pushes partly landed before, so its check
@@ -458,47 +467,87 @@ def _ingest_with_workers(
     catalog = writer.catalog
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        queued: deque = deque()
-        upcoming = iter(chunks)
+        upcoming = deque(chunks)
+        # In write order: [chunk, a worker's future, or its check done here, or
+        # None when the pool broke and it is to be done in process].
+        queued: deque[list[Any]] = deque()
 
         def submit() -> None:
-            chunk = next(upcoming, None)
-            if chunk is None:
-                return
-            try:
-                queued.append((chunk, pool.submit(check_files, chunk, batch_size)))
-            except Exception:  # noqa: BLE001 - a broken pool: the group is done in process
-                queued.append((chunk, None))
+            # One group queued behind each worker's current one: a worker
+            # never idles until this process takes its result.
+            while upcoming and sum(isinstance(job, Future) for _, job in queued) < 2 * workers:
+                chunk = upcoming.popleft()
+                try:
+                    queued.append([chunk, pool.submit(check_files, chunk, batch_size)])
+                except Exception:  # noqa: BLE001 - a broken pool: the group is done in process
+                    queued.append([chunk, None])
 
-        for _ in range(workers):  # more ahead would only wait, holding memory
-            submit()
+        def waiting_here() -> int:
+            return sum(not isinstance(job, Future) for _, job in queued)
+
+        queued.append([upcoming.popleft(), None])
+        submit()  # the workers start while the first group is checked here
+        queued[0][1] = _checked_here(catalog, queued[0][0], batch_size)
         while queued:
-            chunk, future = queued.popleft()
-            try:
-                outcome = None if future is None else future.result()
-            except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
-                outcome = None
-            submit()
-            if outcome is None:
-                _write_in_process(writer, chunk, batch_size)
-                continue
-            for stage, seconds in outcome.timings.items():
-                catalog.timings[stage] += seconds
-            group, position = [], 0
-            for feed, pushes in zip(chunk, outcome.pushes, strict=True):
-                if isinstance(pushes, str):
-                    writer.invalid(feed, pushes)
+            chunk, job = queued[0]
+            if isinstance(job, Future) and not job.done() and upcoming:
+                if waiting_here() < workers:
+                    chunk = upcoming.popleft()
+                    queued.append([chunk, _checked_here(catalog, chunk, batch_size)])
                     continue
-                requests = outcome.requests[position : position + pushes]
-                group.append((writer.ingested(feed), requests))
-                position += pushes
-            try:
-                writer.write(group, outcome.checked)
-            except StaleCheck:
-                for result, _ in group:
-                    writer.results.remove(result)
-                _write_in_process(writer, [result.feed for result, _ in group], batch_size)
+            queued.popleft()
+            outcome = job
+            if isinstance(job, Future):
+                try:
+                    outcome = job.result()
+                except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
+                    outcome = None
+                else:
+                    for stage, seconds in outcome.timings.items():
+                        catalog.timings[stage] += seconds
+            submit()
+            with collector_paused(collect=True):
+                if outcome is None:
+                    _write_in_process(writer, chunk, batch_size)
+                else:
+                    _write_checked(writer, chunk, outcome, batch_size)
     return writer.results
+
+
+def _checked_here(catalog: Catalog, chunk: list[FeedFile], batch_size: int) -> CheckedFiles | None:
+    """``check_files`` in this process, its stage times added to the catalog's.
+
+    None if it failed: the group is then read and written in process
+    (``_write_in_process``), where a push-level failure is reported as it
+    would be without workers instead of ending the run.
+    """
+    try:
+        outcome = check_files(chunk, batch_size)
+    except Exception:  # noqa: BLE001 - redone, and reported, by the in-process write
+        return None
+    for stage, seconds in outcome.timings.items():
+        catalog.timings[stage] += seconds
+    return outcome
+
+
+def _write_checked(
+    writer: _GroupWriter, chunk: list[FeedFile], outcome: CheckedFiles, batch_size: int
+) -> None:
+    """Write a group checked by ``check_files``; redone in process if its check went stale."""
+    group, position = [], 0
+    for feed, pushes in zip(chunk, outcome.pushes, strict=True):
+        if isinstance(pushes, str):
+            writer.invalid(feed, pushes)
+            continue
+        requests = outcome.requests[position : position + pushes]
+        group.append((writer.ingested(feed), requests))
+        position += pushes
+    try:
+        writer.write(group, outcome.checked)
+    except StaleCheck:
+        for result, _ in group:
+            writer.results.remove(result)
+        _write_in_process(writer, [result.feed for result, _ in group], batch_size)
 
 
 def _write_in_process(writer: _GroupWriter, chunk: list[FeedFile], batch_size: int) -> None:
