@@ -71,7 +71,7 @@ def test_repair_finishes_a_push_that_died_after_raw(tmp_path, clock, table):
 class FailingLookups(Lake):
     """A real lake whose id lookup fails, which happens while raw is being appended."""
 
-    def scan(self, name, columns):
+    def blocks_scan(self, name, columns, known=None):
         raise OSError("simulated failure reading the key index")
 
 

@@ -3,7 +3,8 @@
 1. Every received item is in ``raw``, and for its push in exactly one of the
    stored items or ``rejects``; received = success + failed.
 2. Each ``client_item_id`` has one row in ``items`` and in ``records``, and one
-   service id for its whole life; no two ids are equal.
+   service id for its whole life; no two ids are equal. The key snapshot a new
+   process starts from agrees with ``items``.
 3. Records equal what a backfill from ``raw`` would derive.
 4. The ``pushes`` table agrees with the responses that were returned.
 
@@ -107,6 +108,21 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
         both_sides["object_id_items"].astype("int64").astype(str) != both_sides["object_id_records"]
     ]
     violation(2, "record and item disagree on the service id", mismatch["client_item_id"].tolist())
+    snapshot = catalog.snapshot_keys()
+    if snapshot is not None:
+        stored = set(zip(items["client_item_id"], items["object_id"].astype("int64"), strict=True))
+        loaded = set(
+            zip(
+                snapshot["client_item_id"].to_pylist(),
+                snapshot["object_id"].to_pylist(),
+                strict=True,
+            )
+        )
+        violation(
+            2,
+            "the key snapshot disagrees with items (delete _catalog_lake.keys.arrow to rebuild it)",
+            sorted({key for key, _ in stored ^ loaded}),
+        )
     current = dict(
         zip(items["client_item_id"], items["object_id"].astype("int64").astype(str), strict=True)
     )

@@ -402,6 +402,8 @@ class _GroupWriter:
         try:
             with self.catalog.timed("checkpoint"), lake.writing():
                 lake.checkpoint(("raw", "rejects", "items", "records", "pushes"))
+                # The next process's first push then reads few key files (``save_key_index``).
+                self.catalog.save_key_index()
         except LakeError as exc:
             _log.warning("%s", exc)
 

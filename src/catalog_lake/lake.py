@@ -11,11 +11,15 @@ from __future__ import annotations
 import fcntl
 import itertools
 import json
+import logging
+import os
 import random
 import threading
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.ipc as ipc
 from deltalake import CommitProperties, DeltaTable, QueryBuilder
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
@@ -38,7 +43,10 @@ MERGE_ATTEMPTS = 5
 KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
 #: The file in a local lake that serializes writers (see ``Lake.writing``).
 LOCK_FILE = "_catalog_lake.lock"
+#: The file in a local lake keeping the items table's keys by id block (see ``Lake.save_keys``).
+KEYS_FILE = "_catalog_lake.keys.arrow"
 
+_log = logging.getLogger(__name__)
 _held = threading.local()
 #: Numbers each hold of a writer lock, process-wide (see ``Lake.table``).
 _HOLDS = itertools.count(1)
@@ -588,6 +596,117 @@ class Lake:
         """Current Delta version of a table, None before its first commit."""
         table = self.table(name)
         return None if table is None else table.version()
+
+    def blocks_scan(
+        self, name: str, columns: list[str], known: dict[str, int] | None = None
+    ) -> BlocksScan:
+        """``columns`` and ``id_block`` of the rows in blocks whose files changed since ``known``.
+
+        ``known`` maps the table's files at some earlier version to their id
+        blocks (``BlocksScan.files`` of an earlier scan, or of a saved
+        ``KeySnapshot``); None reads every block. Files are never changed in
+        place, so a block whose files are the same holds the same rows, and
+        a block that gained or lost a file is read whole. What the caller
+        kept of the other blocks plus ``rows`` is then the whole table, at a
+        cost that follows the changes rather than the table. Version, files
+        and rows come from one snapshot of the table. Local lakes only.
+        """
+        table = self.table(name)
+        if table is None:
+            empty = TABLES[name].empty_table().select([*columns, "id_block"])
+            return BlocksScan(None, {}, set(), empty)
+        try:
+            actions = pa.table(table.get_add_actions(flatten=True))
+            files = dict(
+                zip(
+                    actions["path"].to_pylist(),
+                    actions["partition.id_block"].to_pylist(),
+                    strict=True,
+                )
+            )
+            if known is None:
+                touched = set(files.values())
+            else:
+                touched = {b for p, b in files.items() if known.get(p) != b}
+                touched |= {b for p, b in known.items() if files.get(p) != b}
+            root = table.table_uri.removeprefix("file://").rstrip("/")
+            paths = [f"{root}/{p}" for p, b in files.items() if b in touched]
+            rows = TABLES[name].empty_table().select([*columns, "id_block"])
+            if paths:
+                found = ds.dataset(
+                    paths,
+                    format="parquet",
+                    partitioning=ds.partitioning(
+                        pa.schema([("id_block", pa.int64())]), flavor="hive"
+                    ),
+                    partition_base_dir=root,
+                ).to_table(columns=[*columns, "id_block"])
+                rows = _conform(found, TABLES[name], [*columns, "id_block"])
+        except (DeltaError, OSError, KeyError, pa.ArrowException) as exc:
+            raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
+        return BlocksScan(table.version(), files, touched, rows, len(paths))
+
+    def load_keys(self) -> KeySnapshot | None:
+        """The saved key snapshot of a local lake, or None (none saved, or unreadable).
+
+        A snapshot that cannot be read is only a slower start: the keys are
+        then read from the table, and the next save replaces the file.
+        """
+        if not is_local(self.uri):
+            return None
+        path = Path(self.uri.removeprefix("file://")) / KEYS_FILE
+        try:
+            with pa.memory_map(str(path)) as source:
+                table = ipc.open_file(source).read_all()
+            meta = table.schema.metadata or {}
+            files = {str(p): int(b) for p, b in json.loads(meta[b"files"]).items()}
+            return KeySnapshot(int(meta[b"version"]), files, table.replace_schema_metadata())
+        except FileNotFoundError:
+            return None
+        except (OSError, KeyError, ValueError, TypeError, pa.ArrowException) as exc:
+            _log.warning("ignoring the key snapshot %s: %s", path, exc)
+            return None
+
+    def save_keys(self, snapshot: KeySnapshot) -> None:
+        """Keep a snapshot of keys by id block in a local lake, replacing the last one.
+
+        Written to a new file and renamed over the old one, so a reader sees
+        either snapshot whole. It is a cache: the tables stay the truth, and
+        ``BlocksScan`` re-reads every block whose files differ from it.
+        """
+        if not is_local(self.uri):
+            return
+        path = Path(self.uri.removeprefix("file://")) / KEYS_FILE
+        meta = {"version": str(snapshot.version), "files": json.dumps(snapshot.files)}
+        table = snapshot.table.replace_schema_metadata(meta)
+        partial = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+        try:
+            with pa.OSFile(str(partial), "wb") as sink, ipc.new_file(sink, table.schema) as out:
+                out.write_table(table)
+            os.replace(partial, path)
+        except (OSError, pa.ArrowException) as exc:
+            partial.unlink(missing_ok=True)
+            _log.warning("cannot save the key snapshot %s: %s", path, exc)
+
+
+@dataclass(frozen=True)
+class BlocksScan:
+    """What ``Lake.blocks_scan`` read: the table's files, and the rows of the changed blocks."""
+
+    version: int | None
+    files: dict[str, int]  # every file of the table at ``version``, with its id block
+    touched: set[int]  # the blocks whose rows are in ``rows``
+    rows: pa.Table
+    files_read: int = 0
+
+
+@dataclass(frozen=True)
+class KeySnapshot:
+    """Some columns of a table, with ``id_block``, as of ``version`` and its ``files``."""
+
+    version: int
+    files: dict[str, int]
+    table: pa.Table
 
 
 def _local_log(uri: str, table_path: str) -> Path | None:

@@ -84,6 +84,8 @@ def maintain(
             # A compaction is one large commit: checkpoint it so no one replays it.
             if catalog.lake.checkpoint([name]):
                 done["checkpointed"] = True
+            if name == "items" and done.get("files_added"):
+                catalog.save_key_index()  # compaction rewrote every block's files
         if done:
             report["tables"][name] = done
     report["duration_s"] = round(time.perf_counter() - started, 3)
