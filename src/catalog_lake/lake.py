@@ -630,7 +630,7 @@ class Lake:
                 touched = {b for p, b in files.items() if known.get(p) != b}
                 touched |= {b for p, b in known.items() if files.get(p) != b}
             root = table.table_uri.removeprefix("file://").rstrip("/")
-            paths = [f"{root}/{p}" for p, b in files.items() if b in touched]
+            paths = [_file_path(root, p) for p, b in files.items() if b in touched]
             rows = TABLES[name].empty_table().select([*columns, "id_block"])
             if paths:
                 found = ds.dataset(
@@ -707,6 +707,13 @@ class KeySnapshot:
     version: int
     files: dict[str, int]
     table: pa.Table
+
+
+def _file_path(root: str, path: str) -> str:
+    """A data file's local path from its add action (relative to the table, or absolute)."""
+    if path.startswith("file://"):
+        return path.removeprefix("file://")
+    return path if path.startswith("/") else f"{root}/{path}"
 
 
 def _local_log(uri: str, table_path: str) -> Path | None:
