@@ -127,6 +127,20 @@ def test_a_damaged_snapshot_is_ignored_with_a_warning(tmp_path, ticking, caplog)
     assert "ignoring the key snapshot" in caplog.text
 
 
+def test_an_arrow_file_of_other_columns_is_not_taken_for_a_snapshot(tmp_path, ticking, caplog):
+    lake = tmp_path / "lake"
+    Catalog(lake, clock=ticking).push(_items("a", "b"))
+    other = pa.table({"sku": ["a"]}).replace_schema_metadata({"files": "{}", "version": "1"})
+    with pa.OSFile(str(lake / KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, other.schema) as out:
+        out.write_table(other)
+
+    with caplog.at_level(logging.WARNING, logger="catalog_lake.lake"):
+        response = Catalog(lake, clock=ticking).push(_items("b", "c"))
+
+    assert response["items"] == [{"b": "2"}, {"c": "3"}]
+    assert "ignoring the key snapshot" in caplog.text
+
+
 def test_a_snapshot_from_another_lake_is_not_trusted(tmp_path, ticking):
     elsewhere = Catalog(tmp_path / "elsewhere", clock=ticking)
     elsewhere.push(_items("p", "q", "r", "s"))

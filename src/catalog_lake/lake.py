@@ -615,6 +615,7 @@ class Lake:
         if table is None:
             empty = TABLES[name].empty_table().select([*columns, "id_block"])
             return BlocksScan(None, {}, set(), empty)
+        version = table.version()
         try:
             actions = pa.table(table.get_add_actions(flatten=True))
             files = dict(
@@ -644,7 +645,7 @@ class Lake:
                 rows = _conform(found, TABLES[name], [*columns, "id_block"])
         except (DeltaError, OSError, KeyError, pa.ArrowException) as exc:
             raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
-        return BlocksScan(table.version(), files, touched, rows, len(paths))
+        return BlocksScan(version, files, touched, rows, len(paths))
 
     def load_keys(self) -> KeySnapshot | None:
         """The saved key snapshot of a local lake, or None (none saved, or unreadable).
@@ -660,7 +661,15 @@ class Lake:
                 table = ipc.open_file(source).read_all()
             meta = table.schema.metadata or {}
             files = {str(p): int(b) for p, b in json.loads(meta[b"files"]).items()}
-            return KeySnapshot(int(meta[b"version"]), files, table.replace_schema_metadata())
+            expected = pa.schema(
+                [
+                    ("client_item_id", pa.string()),
+                    ("object_id", pa.int64()),
+                    ("id_block", pa.int64()),
+                ]
+            )
+            keys = table.select(expected.names).cast(expected)
+            return KeySnapshot(int(meta[b"version"]), files, keys)
         except FileNotFoundError:
             return None
         except (OSError, KeyError, ValueError, TypeError, pa.ArrowException) as exc:
