@@ -501,12 +501,9 @@ def _ingest_with_workers(
             outcome = job
             if isinstance(job, Future):
                 try:
-                    outcome = job.result()
+                    outcome = _counted(catalog, job.result())
                 except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
                     outcome = None
-                else:
-                    for stage, seconds in outcome.timings.items():
-                        catalog.timings[stage] += seconds
             submit()
             with collector_paused(collect=True):
                 if outcome is None:
@@ -524,9 +521,13 @@ def _checked_here(catalog: Catalog, chunk: list[FeedFile], batch_size: int) -> C
     would be without workers instead of ending the run.
     """
     try:
-        outcome = check_files(chunk, batch_size)
+        return _counted(catalog, check_files(chunk, batch_size))
     except Exception:  # noqa: BLE001 - redone, and reported, by the in-process write
         return None
+
+
+def _counted(catalog: Catalog, outcome: CheckedFiles) -> CheckedFiles:
+    """``outcome``, its stage times added to the catalog's (wherever it was checked)."""
     for stage, seconds in outcome.timings.items():
         catalog.timings[stage] += seconds
     return outcome

@@ -367,15 +367,8 @@ class Lake:
                 paths = [u.removeprefix("file://") for u in listed]
                 if not paths:
                     return schema.empty_table()
-                # The partition column lives in the folder names, not the files.
-                found = ds.dataset(
-                    paths,
-                    format="parquet",
-                    partitioning=ds.partitioning(
-                        pa.schema([("id_block", pa.int64())]), flavor="hive"
-                    ),
-                    partition_base_dir=table.table_uri.removeprefix("file://").rstrip("/"),
-                ).to_table()
+                root = table.table_uri.removeprefix("file://").rstrip("/")
+                found = _blocks_dataset(paths, root).to_table()
             else:
                 found = self.read(name, f'SELECT * FROM "{name}" WHERE {predicate}')
         except (DeltaError, OSError, pa.ArrowException) as exc:
@@ -634,14 +627,7 @@ class Lake:
             paths = [_file_path(root, p) for p, b in files.items() if b in touched]
             rows = TABLES[name].empty_table().select([*columns, "id_block"])
             if paths:
-                found = ds.dataset(
-                    paths,
-                    format="parquet",
-                    partitioning=ds.partitioning(
-                        pa.schema([("id_block", pa.int64())]), flavor="hive"
-                    ),
-                    partition_base_dir=root,
-                ).to_table(columns=[*columns, "id_block"])
+                found = _blocks_dataset(paths, root).to_table(columns=[*columns, "id_block"])
                 rows = _conform(found, TABLES[name], [*columns, "id_block"])
         except (DeltaError, OSError, KeyError, pa.ArrowException) as exc:
             raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
@@ -716,6 +702,19 @@ class KeySnapshot:
     version: int
     files: dict[str, int]
     table: pa.Table
+
+
+def _blocks_dataset(paths: list[str], root: str) -> ds.Dataset:
+    """Data files of an ``id_block``-partitioned table, with the block read from the folder names.
+
+    The partition column is not in the files themselves.
+    """
+    return ds.dataset(
+        paths,
+        format="parquet",
+        partitioning=ds.partitioning(pa.schema([("id_block", pa.int64())]), flavor="hive"),
+        partition_base_dir=root,
+    )
 
 
 def _file_path(root: str, path: str) -> str:
