@@ -44,6 +44,8 @@ def every_pass(text: pa.Array, rich: bool) -> pa.Array:
 
 PIECES = st.sampled_from(
     [*"ab <>/p&;  \t\n\r\x0b\x0c\x00\x1b\x1f\x7f\x85\xa0\u2003\u200b\u2028\ufeff\u3000é漢"]
+    # every other character of \p{Z}, which the whitespace pass spells out
+    + [*"\u1680\u2000\u200a\u2029\u202f\u205f"]
     + ["<br>", "<B>", "<p class='x'>", "<!--c-->", "&lt;", "&amp;", "  ", "\r\n"]
 )
 TEXTS = st.lists(st.one_of(st.none(), st.text(), st.lists(PIECES, max_size=12).map("".join)))

@@ -60,9 +60,19 @@ _CONTROL_RE2 = (
     r"[\x{00}-\x{08}\x{0b}\x{0c}\x{0e}-\x{1f}\x{7f}-\x{9f}\x{200b}\x{2028}\x{2029}\x{feff}]"
 )
 _SPACE_RE2 = r"[\t\n\x{0b}\x{0c}\r\p{Z}]+"
+# The same rewrite with far fewer replacements: a run of two or more, or one
+# whitespace character other than a plain space (\p{Z} without U+0020, spelled
+# out). A lone space, which _SPACE_RE2 replaces by itself, is left alone:
+# on descriptions, where every word gap is one, that was 5x faster.
+_SPACE_CHANGE_RE2 = (
+    r"[\t\n\x{0b}\x{0c}\r\p{Z}]{2,}"
+    r"|[\t\n\x{0b}\x{0c}\r\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
+)
 # What those two can match in ASCII text (cheap to test for before running them).
 _ASCII_CONTROL = r"[\x{00}-\x{08}\x{0b}\x{0c}\x{0e}-\x{1f}\x{7f}]"
 _ASCII_SPACE = r"[\t\n\x{0b}\x{0c}\r]"
+# ASCII text matching none of these needs no pass but the trim (``_clean_arrow``).
+_ASCII_WORK = {True: r"[<&\x{00}-\x{1f}\x{7f}]|  ", False: r"[\x{00}-\x{1f}\x{7f}]|  "}
 # [0-9], not \d: Python's \d also matches other scripts' digits (fullwidth,
 # Arabic-Indic), which would pass the check and then fail the decimal cast.
 _MONEY = r"[0-9]{1,10}(?:\.[0-9]{1,2})?"
@@ -254,6 +264,12 @@ def _clean_arrow(text: pa.Array, rich: bool) -> pa.Array:
     RE2 with Unicode classes costs far more per byte than those tests
     (the tag and whitespace regexes were 60% of cleaning 20,000 items).
     """
+    if (
+        pc.all(pc.string_is_ascii(text)).as_py() is not False
+        and not pc.any(pc.match_substring_regex(text, _ASCII_WORK[rich])).as_py()
+    ):
+        # Most columns (names, brands, sizes) are plain ASCII: one test instead of six.
+        return _trimmed(text)
     if rich:
         tagged = pc.match_substring(text, "<")
         text = _where(text, tagged, lambda t: pc.replace_substring_regex(t, _BLOCK_TAG_RE2, " "))
@@ -275,8 +291,12 @@ def _clean_arrow(text: pa.Array, rich: bool) -> pa.Array:
     text = _where(
         text,
         pc.or_(pc.invert(pc.string_is_ascii(text)), spaced),
-        lambda t: pc.replace_substring_regex(t, _SPACE_RE2, " "),
+        lambda t: pc.replace_substring_regex(t, _SPACE_CHANGE_RE2, " "),
     )
+    return _trimmed(text)
+
+
+def _trimmed(text: pa.Array) -> pa.Array:
     text = pc.utf8_trim(text, " ")
     return pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
 

@@ -37,8 +37,13 @@ class Validation:
 
 
 def prepare(frame: pd.DataFrame) -> pd.DataFrame:
-    """Clean every text field and add absent required fields as null columns."""
-    out = frame.copy()
+    """Clean every text field and add absent required fields as null columns.
+
+    The copy is shallow: every column it changes is replaced whole, and
+    pandas' copy-on-write keeps ``frame`` as it was (a deep copy of the
+    object columns was a fifth of this function's time).
+    """
+    out = frame.copy(deep=False)
     for spec in FIELDS:
         if spec.source in out.columns:
             if spec.rule in ("key", "id", "text"):
