@@ -110,6 +110,19 @@ def test_a_kept_conversion_is_used_only_for_the_same_values():
     assert {key[0] for key in store} == {"to_bool", "to_timestamp", "money_text", "_mixed_kinds"}
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text())))
+def test_text_lengths_are_python_lengths_in_arrow_text_and_in_objects(values):
+    values = [v.encode("utf-8", "ignore").decode("utf-8") if v else v for v in values]
+    expected = [len(v) if v is not None else 0 for v in values]
+    as_text = pd.Series(pd.array(values, dtype=clean.TEXT), index=range(5, 5 + len(values)))
+    as_objects = pd.Series(values + [12.5], dtype=object)
+
+    assert clean.text_length(as_text).tolist() == expected
+    assert clean.text_length(as_text).index.equals(as_text.index)
+    assert clean.text_length(as_objects).tolist() == [*expected, 4]  # a number counts as its text
+
+
 def slug_by_python(values: pd.Series) -> pd.Series:
     slug = values.astype(object).str.lower().str.replace(r"[^\w]+", "-", regex=True)
     return slug.str.strip("-").where(lambda s: s.str.len() > 0)

@@ -9,12 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from catalog_lake import Catalog
 from catalog_lake.errors import LakeError
 from catalog_lake.lake import upserted
-from catalog_lake.schemas import STATS_COLUMNS
+from catalog_lake.schemas import ITEMS, PLAIN_COLUMNS, STATS_COLUMNS
 from tests.conftest import make_item
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -117,6 +118,46 @@ def test_items_keep_statistics_only_for_the_columns_readers_filter_on(catalog):
     assert (
         "delta.dataSkippingStatsColumns"
         not in catalog.lake.table("records").metadata().configuration
+    )
+
+
+def _column_chunks(catalog, name: str) -> dict:
+    """Each top-level column's chunk metadata in every file the table holds now."""
+    chunks: dict = {}
+    for uri in catalog.lake.table(name).file_uris():
+        row_group = pq.ParquetFile(uri.removeprefix("file://")).metadata.row_group(0)
+        for i in range(row_group.num_columns):
+            chunk = row_group.column(i)
+            chunks.setdefault(chunk.path_in_schema, []).append(chunk)
+    return chunks
+
+
+def test_distinct_valued_columns_are_written_without_a_dictionary(catalog, clock):
+    catalog.push({"items": [make_item(client_item_id=f"c{n}", name=f"Item {n}") for n in range(5)]})
+    clock.now += timedelta(minutes=1)
+    catalog.push({"items": [make_item(client_item_id="c1", name="Renamed")]})  # a block rewrite
+
+    for name in ("items", "records", "raw"):
+        chunks = _column_chunks(catalog, name)
+        assert set(PLAIN_COLUMNS[name]) <= set(chunks)
+        for column in chunks:
+            assert all(chunk.compression == "SNAPPY" for chunk in chunks[column])
+        for column in PLAIN_COLUMNS[name]:
+            assert not any("RLE_DICTIONARY" in c.encodings for c in chunks[column]), column
+        repeated = "request_id" if name == "raw" else "lake_category"  # keeps its dictionary
+        assert all("RLE_DICTIONARY" in c.encodings for c in chunks[repeated])
+
+
+def test_items_keep_parquet_statistics_only_for_the_columns_readers_filter_on(catalog):
+    catalog.push({"items": [make_item()]})
+    chunks = _column_chunks(catalog, "items")
+    flat = [f.name for f in ITEMS if not pa.types.is_nested(f.type) and f.name != "id_block"]
+    assert set(flat) <= set(chunks)
+    for column in flat:
+        assert all(c.is_stats_set for c in chunks[column]) == (column in STATS_COLUMNS["items"])
+    actions = pa.table(catalog.lake.table("items").get_add_actions(flatten=True))
+    assert sorted(n for n in actions.column_names if n.startswith("min.")) == sorted(
+        f"min.{column}" for column in STATS_COLUMNS["items"]
     )
 
 

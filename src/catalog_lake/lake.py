@@ -9,6 +9,7 @@ can abort the interpreter at exit (delta-rs issue 2184).
 from __future__ import annotations
 
 import fcntl
+import functools
 import itertools
 import json
 import logging
@@ -30,12 +31,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.ipc as ipc
-from deltalake import CommitProperties, DeltaTable, QueryBuilder
+from deltalake import (
+    ColumnProperties,
+    CommitProperties,
+    DeltaTable,
+    QueryBuilder,
+    WriterProperties,
+)
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from . import settings
 from .errors import LakeError
-from .schemas import PARTITIONS, STATS_COLUMNS, TABLES
+from .schemas import PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
 #: Attempts for a write that loses a commit race (merge or block rewrite) before giving up.
 MERGE_ATTEMPTS = 5
@@ -295,6 +302,7 @@ class Lake:
                     mode="append",
                     partition_by=PARTITIONS.get(name),
                     storage_options=self.storage_options,
+                    writer_properties=_writer_properties(name),
                     commit_properties=CommitProperties(custom_metadata=metadata or {}),
                 )
             except BaseException:
@@ -349,6 +357,7 @@ class Lake:
                         predicate=predicate,
                         partition_by=PARTITIONS[name],
                         storage_options=self.storage_options,
+                        writer_properties=_writer_properties(name),
                         commit_properties=CommitProperties(custom_metadata=metadata or {}),
                     )
                 return counts
@@ -454,7 +463,7 @@ class Lake:
         done: dict[str, Any] = {}
         with self._changing(name):
             if compact:
-                metrics = table.optimize.compact()
+                metrics = table.optimize.compact(writer_properties=_writer_properties(name))
                 done["files_added"] = metrics.get("numFilesAdded", 0)
                 done["files_removed"] = metrics.get("numFilesRemoved", 0)
             if vacuum:
@@ -743,6 +752,26 @@ def _description(name: str) -> str | None:
     if PARTITIONS.get(name) != ["id_block"]:
         return None
     return f"catalog-lake {name}: id_block = object_id // {settings.ID_BLOCK_SIZE}"
+
+
+@functools.cache
+def _writer_properties(name: str) -> WriterProperties:
+    """How a table's Parquet files are written (``schemas.PLAIN_COLUMNS``).
+
+    Snappy, as delta-rs writes without properties; given properties, it
+    would otherwise write uncompressed files.
+    """
+    columns: dict[str, ColumnProperties] = {}
+    stats = STATS_COLUMNS.get(name)
+    for column in TABLES[name].names:
+        plain = column in PLAIN_COLUMNS.get(name, ())
+        unread = stats is not None and column not in stats
+        if plain or unread:
+            columns[column] = ColumnProperties(
+                dictionary_enabled=False if plain else None,
+                statistics_enabled="NONE" if unread else None,
+            )
+    return WriterProperties(compression="SNAPPY", column_properties=columns or None)
 
 
 def _configuration(name: str) -> dict[str, str] | None:

