@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from catalog_lake import Catalog
+from catalog_lake import lake as lake_module
 from catalog_lake.errors import LakeError
 from catalog_lake.lake import upserted
 from catalog_lake.schemas import ITEMS, PLAIN_COLUMNS, STATS_COLUMNS
@@ -88,6 +89,24 @@ def test_a_block_that_many_pushes_update_stays_one_file(catalog, clock):
         table = catalog.lake.table(name)
         assert len(table.file_uris()) == 1, name
     assert set(catalog.items()["name"]) == {"v4"}
+    assert catalog.check()["ok"]
+
+
+def test_a_table_is_checkpointed_and_opened_afresh_after_many_commits(catalog, clock, monkeypatch):
+    # A table object's commits slow down with every commit it has seen, so a
+    # long-lived catalog must not keep one forever.
+    monkeypatch.setattr(lake_module, "REOPEN_AFTER_COMMITS", 3)
+    catalog.push({"items": [make_item(client_item_id="k", name="v0")]})
+    first = catalog.lake.table("pushes")
+    for version in range(1, 6):
+        clock.now += timedelta(minutes=1)
+        catalog.push({"items": [make_item(client_item_id="k", name=f"v{version}")]})
+
+    assert catalog.lake.table("pushes") is not first
+    marker = Path(catalog.lake.path("pushes")) / "_delta_log" / "_last_checkpoint"
+    assert json.loads(marker.read_text())["version"] >= 3
+    assert len(catalog.pushes()) == 6
+    assert catalog.items()["name"].tolist() == ["v5"]
     assert catalog.check()["ok"]
 
 
