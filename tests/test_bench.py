@@ -93,3 +93,4 @@ def test_bench_with_worker_processes_stores_the_same_and_counts_their_memory(tmp
     assert first["workers"] == 2 and first["workers_rss_mb"] > 0
     assert first["rss_mb"] > first["workers_rss_mb"]
     assert "checked by 2 worker processes" in report(result)
+    assert "checked by 1 worker process (" in report({**result, "workers": 1})

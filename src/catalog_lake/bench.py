@@ -281,7 +281,8 @@ def report(result: dict[str, Any]) -> str:
         + f"{result['dirty_fraction']:.0%} dirty, pushes of {result['batch_size']:,} items "
         f"written in groups of {result.get('group_items', 1):,}"
         + (
-            f", checked by {result['workers']} worker processes (peak RSS counts them)"
+            f", checked by {result['workers']} worker "
+            f"{'process' if result['workers'] == 1 else 'processes'} (peak RSS counts them)"
             if result.get("workers")
             else ""
         ),
