@@ -26,13 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import settings
-from .parse import NonFinite, Unencodable
+from .parse import JsonFloat, NonFinite, Unencodable
 
 _KIND = {
     str: "str",
     bool: "bool",
     int: "int",
     float: "float",
+    JsonFloat: "float",
     dict: "dict",
     list: "list",
     type(None): "null",
@@ -255,6 +256,52 @@ def clean_text(values: pd.Series, *, rich: bool = True) -> pd.Series:
     cleaned = _clean_arrow(text, rich).to_numpy(zero_copy_only=False).astype(object)
     cleaned[pd.isna(cleaned)] = None
     return _put(values, is_str, pd.Series(cleaned, dtype=object))
+
+
+# Characters an identifier may not hold: C0 and C1 controls (tab and line
+# breaks included), zero-width and direction marks, line and paragraph
+# separators, word joiners and the BOM. Invisible, so two ids that differ only
+# by them look the same to every person who reads them (issue 16).
+_ID_FORBIDDEN_RE2 = (
+    r"[\x{00}-\x{1f}\x{7f}-\x{9f}\x{200b}-\x{200f}\x{2028}-\x{202e}\x{2060}-\x{2064}\x{feff}]"
+)
+
+_ID_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
+
+
+def identifier(values: pd.Series) -> pd.Series:
+    """Identifiers trimmed of leading and trailing whitespace, and nothing else.
+
+    Unlike ``clean_text``, inner whitespace is kept as sent and nothing is
+    dropped: cleaning must never make two different ids one (``"A  B"`` and
+    ``"A B"`` stay two). Text blank after trimming becomes None (absent).
+    ``identifier_ok`` refuses ids holding invisible characters instead of
+    removing them.
+    """
+    is_str = kinds(values) == "str"
+    if not is_str.any():
+        return values.copy()
+    text = pc.utf8_trim_whitespace(pa.array(values[is_str].to_numpy(dtype=object), pa.string()))
+    text = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
+    trimmed = text.to_numpy(zero_copy_only=False).astype(object)
+    trimmed[pd.isna(trimmed)] = None
+    return _put(values, is_str, pd.Series(trimmed, dtype=object))
+
+
+def identifier_ok(values: pd.Series) -> pd.Series:
+    """False where a text identifier holds a control or invisible character."""
+    is_str = (kinds(values) == "str").to_numpy()
+    ok = np.ones(len(values), dtype=bool)
+    if is_str.any():
+        text = pa.array(values[is_str].to_numpy(dtype=object), pa.string())
+        ok[is_str] = ~_numpy(pc.match_substring_regex(text, _ID_FORBIDDEN_RE2))
+    return pd.Series(ok, index=values.index)
+
+
+def first_invisible(value: object) -> str:
+    """The first character ``identifier_ok`` refuses in ``value``, as U+XXXX (for messages)."""
+    found = _ID_FORBIDDEN.search(str(value))
+    return f"U+{ord(found.group()):04X}" if found else ""
 
 
 def _clean_arrow(text: pa.Array, rich: bool) -> pa.Array:
@@ -495,18 +542,20 @@ def money_ok(values: pd.Series) -> pd.Series:
 
 @_kept
 def count_values(values: pd.Series) -> pd.Series:
-    """Non-negative whole numbers, from text or JSON numbers (5.0 counts as 5)."""
+    """Non-negative whole numbers, from text or JSON numbers (5.0 counts as 5).
+
+    A JSON number is judged by its text, never its float: ``4.9999999999999999``
+    is a fraction even though the nearest float is 5 (``parse.JsonFloat``).
+    """
     k = kinds(values)
     is_float = (k == "float").to_numpy()
     source = values
     if is_float.any():
-        floats = pd.to_numeric(values.where(is_float), errors="coerce").to_numpy()
-        whole = is_float & (floats == np.round(floats)) & (floats >= 0)
         out = values.to_numpy(dtype=object, copy=True)
-        out[is_float] = None  # fractional or negative floats are not counts
-        # Clipped past MAX_COUNT so the int64 cast cannot overflow; such values still fail.
-        capped = np.minimum(floats[whole], settings.MAX_COUNT + 1).astype("int64")
-        out[whole] = capped.astype(object)  # Python ints, whose text is "5" not "5.0"
+        text = pd.Series(out[is_float], dtype=object).map(str)
+        whole = text.str.fullmatch(r"[0-9]+(?:\.0+)?")
+        # "120.0" -> "120": the whole part, as text, for the count pattern below.
+        out[is_float] = text.str.split(".", n=1).str[0].where(whole, None).to_numpy()
         source = pd.Series(out, index=values.index, dtype=object)
     text = _numeric_text(source, _COUNT)
     number = pd.to_numeric(text, errors="coerce")
@@ -521,6 +570,10 @@ def count_ok(values: pd.Series) -> pd.Series:
 # --- dates --------------------------------------------------------------------
 
 
+_LAST_INSTANT = pd.Timestamp("9999-12-31T23:59:59.999999", tz="UTC")
+_LAST_DATE_START = pd.Timestamp("9999-12-31", tz="UTC")
+
+
 @_kept
 def to_timestamp(values: pd.Series, *, end_of_day: bool = False) -> pd.Series:
     """Parse ISO 8601 dates and date-times to UTC; NA where not parseable.
@@ -530,10 +583,17 @@ def to_timestamp(values: pd.Series, *, end_of_day: bool = False) -> pd.Series:
     """
     text = values.where(kinds(values) == "str").astype(object).str.strip()
     parsed = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
-    parsed = pd.Series(parsed, index=values.index)
+    parsed = pd.Series(parsed, index=values.index).astype("datetime64[us, UTC]")
+    # Delta and every reader store years 1 to 9999: a time zone can push a date
+    # past either end (0001-01-01T00:30+01:00 is year 0 in UTC), so those are refused.
+    year = parsed.dt.year
+    parsed = parsed.where((year >= 1) & (year <= 9999))
     if end_of_day:
         date_only = text.str.fullmatch(_DATE_ONLY).fillna(False).astype(bool)
-        parsed = parsed.where(~date_only, parsed + pd.Timedelta(days=1))
+        # The day after 9999-12-31 cannot be stored: that day ends at its last microsecond.
+        last = (parsed == _LAST_DATE_START).to_numpy()
+        following = (parsed.where(~last) + pd.Timedelta(days=1)).where(~last, _LAST_INSTANT)
+        parsed = parsed.where(~date_only, following)
     return parsed.astype("datetime64[us, UTC]")
 
 
@@ -588,8 +648,15 @@ def first_bad_url(value: object) -> object:
 
 def scalar_elements_ok(values: pd.Series) -> pd.Series:
     """Every element of a list is text or a number (SPEC 2.3 leaves its type open)."""
-    elements = list_elements(values)
-    ok = kinds(elements).isin(["str", "int", "float"])
+    lists = values[kinds(values) == "list"]
+    # Not list_elements: its dropna would drop a NaN element before it is judged.
+    elements = lists[lists.str.len() > 0].explode()
+    kind = kinds(elements)
+    ok = kind.isin(["str", "int", "float"])
+    floats = kind == "float"
+    if floats.any():  # NaN and Infinity are no numbers to keep as text
+        finite = np.isfinite(elements[floats].astype("float64").to_numpy())
+        ok[floats] = finite
     return _all_per_item(ok, values.index)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,27 @@ def _has_surrogate(value: Any) -> bool:
     return False
 
 
+class JsonFloat(float):
+    """A JSON number with a fraction or exponent, keeping the text it was sent as.
+
+    A float cannot tell ``4.9999999999999999`` from ``5`` or ``19.999999999999999``
+    from ``20``: rules judge numbers by this text (issue 16), and the raw table
+    writes it back unchanged, so a replay judges the same number.
+    """
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str) -> JsonFloat:  # noqa: D102 - see the class
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
 class _DuplicateKeys(dict):
     """A JSON object that repeated a key; ``duplicates`` names the repeats.
 
@@ -133,7 +155,7 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
     if isinstance(payload, str):
         if len(payload) > settings.MAX_PAYLOAD_BYTES:
             raise _too_large(len(payload))
-        hooks: dict[str, Any] = {"object_pairs_hook": _pairs_hook}
+        hooks: dict[str, Any] = {"object_pairs_hook": _pairs_hook, "parse_float": JsonFloat}
         if notes is not None:
 
             def pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -144,7 +166,10 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
 
             def number(text: str) -> float:
                 notes.add("float")
-                return float(text)
+                value = JsonFloat(text)
+                if repr(float(value)) != text:
+                    notes.add("lossy")  # json.dumps would not write it back as sent
+                return value
 
             def constant(text: str) -> float:
                 notes.add("nonfinite")
@@ -173,33 +198,36 @@ def _too_large(size: int) -> PushError:
     )
 
 
-def parse_push(payload: Any, *, plain: bool = False, repeats: bool = True) -> ParsedPush:
-    """Check the payload's outer shape and flatten its items into columns.
+def product_items(obj: Any, what: str = "a product object") -> list[dict[str, Any]]:
+    """The ``items`` of a decoded product object, after checking its outer shape (SPEC 2.2).
 
-    ``plain`` says the items were decoded from JSON text without floats, NaN
-    or Infinity (``feeds`` knows it of a file; a text payload is checked
-    here): only then may orjson write the items' raw text (``_dump``).
-    ``repeats=False`` says no object of the items repeated a key (the decoder
-    noted none), which spares a walk over every item's objects.
+    Shared by pushes and ``.json`` feed files, so a file and a push of the same
+    bytes get the same answer.
 
     Raises:
-        PushError: the payload as a whole is unusable (SPEC 2.2 shape broken).
+        PushError: not an object, a repeated key, no ``items`` list, an empty or
+            oversized one, or an item that is not an object.
     """
-    notes: set[str] = set()
-    is_text = isinstance(payload, (str, bytes, bytearray, memoryview))
-    obj = decode_payload(payload, notes)
-    plain = plain or (is_text and not notes - {"repeated"})
-    repeats = repeats and (not is_text or "repeated" in notes)
     if not isinstance(obj, dict):
         raise PushError(
             "invalid_payload",
-            f"a product object must be a JSON object with an 'items' list, got {_kind(obj)}",
+            f"{what} must be a JSON object with an 'items' list, got {_kind(obj)}",
         )
+    if isinstance(obj, _DuplicateKeys):
+        # json keeps the last of two "items" lists silently: the first would be lost.
+        repeated = ", ".join(repr(k) for k in dict.fromkeys(obj.duplicates))
+        raise PushError("duplicate_key", f"{what} repeats the key {repeated}; send each key once")
     if "items" not in obj:
-        raise PushError("invalid_payload", "the product object has no 'items' list")
+        raise PushError("invalid_payload", f"{what} has no 'items' list")
     items = obj["items"]
     if not isinstance(items, list):
         raise PushError("invalid_payload", f"'items' must be a list, got {_kind(items)}")
+    check_items(items)
+    return items
+
+
+def check_items(items: list[Any]) -> None:
+    """Refuse an empty or oversized item list, or one holding anything but objects."""
     if not items:
         raise PushError("invalid_payload", "'items' is empty; a push carries one or more items")
     if len(items) > settings.MAX_ITEMS_PER_PUSH:
@@ -214,8 +242,33 @@ def parse_push(payload: Any, *, plain: bool = False, repeats: bool = True) -> Pa
                 "invalid_payload", f"items[{index}] must be an object, got {_kind(item)}"
             )
 
+
+def parse_push(
+    payload: Any, *, plain: bool = False, repeats: bool = True, lossy: bool = False
+) -> ParsedPush:
+    """Check the payload's outer shape and flatten its items into columns.
+
+    ``plain`` says the items were decoded from JSON text without floats, NaN
+    or Infinity (``feeds`` knows it of a file; a text payload is checked
+    here): only then may orjson write the items' raw text (``_dump``).
+    ``repeats=False`` says no object of the items repeated a key (the decoder
+    noted none), which spares a walk over every item's objects. ``lossy`` says
+    a number's text differs from its float's (``JsonFloat``): the raw text is
+    then written from the decoded text exactly.
+
+    Raises:
+        PushError: the payload as a whole is unusable (SPEC 2.2 shape broken).
+    """
+    notes: set[str] = set()
+    is_text = isinstance(payload, (str, bytes, bytearray, memoryview))
+    obj = decode_payload(payload, notes)
+    plain = plain or (is_text and not notes - {"repeated"})
+    repeats = repeats and (not is_text or "repeated" in notes)
+    lossy = lossy or "lossy" in notes
+    items = product_items(obj)
     item_json = [
-        _dump(item, index, fast=plain, repeats=repeats) for index, item in enumerate(items)
+        _dump(item, index, fast=plain, repeats=repeats, exact=lossy)
+        for index, item in enumerate(items)
     ]
     total = sum(map(len, item_json))
     if total > settings.MAX_PAYLOAD_BYTES:
@@ -248,7 +301,7 @@ def parse_push(payload: Any, *, plain: bool = False, repeats: bool = True) -> Pa
                 )
         if not repeats:
             continue
-        for path, container in _containers(item):
+        for path, container in _objects(item):
             if isinstance(container, _DuplicateKeys):
                 for key in container.duplicates:
                     name = f"{path}.{key}" if path else key
@@ -300,15 +353,31 @@ def _get(item: dict[str, Any], path: str) -> Any:
     return item.get(path)
 
 
-def _containers(item: dict[str, Any]):
-    yield "", item
-    for name in NESTED:
-        value = item.get(name)
-        if isinstance(value, dict):
-            yield name, value
+def _objects(value: Any, path: str = ""):
+    """Every JSON object in ``value`` with its path (``a.b``, ``a[0].b``), at any depth.
+
+    Repeated keys are refused wherever they are, unknown fields included: the
+    lake keeps those losslessly, so it must not keep only the last of two.
+    """
+    if isinstance(value, dict):
+        yield path, value
+        for key, inner in value.items():
+            if isinstance(inner, (dict, list)):
+                yield from _objects(inner, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for position, inner in enumerate(value):
+            if isinstance(inner, (dict, list)):
+                yield from _objects(inner, f"{path}[{position}]")
 
 
-def _dump(item: dict[str, Any], index: int, *, fast: bool = False, repeats: bool = True) -> str:
+def _dump(
+    item: dict[str, Any],
+    index: int,
+    *,
+    fast: bool = False,
+    repeats: bool = True,
+    exact: bool = False,
+) -> str:
     """The item's raw text: compact JSON exactly as ``json.dumps`` writes it.
 
     With ``fast`` (the item holds no float at all: orjson writes NaN as null
@@ -318,8 +387,9 @@ def _dump(item: dict[str, Any], index: int, *, fast: bool = False, repeats: bool
     quantities are strings in feeds, so most files qualify. The text is what
     idempotency digests are made of: it must not depend on the path.
     ``repeats=False``: the caller knows no object of the item repeated a key.
+    ``exact``: numbers must be written as their JSON text (``JsonFloat``).
     """
-    repeats = repeats and any(isinstance(c, _DuplicateKeys) for _, c in _containers(item))
+    repeats = exact or (repeats and any(isinstance(c, _DuplicateKeys) for _, c in _objects(item)))
     if fast and not repeats:
         try:
             return orjson.dumps(item).decode("utf-8")
@@ -342,13 +412,15 @@ def _dump(item: dict[str, Any], index: int, *, fast: bool = False, repeats: bool
 
 
 def _dump_pairs(value: Any) -> str:
-    """JSON text that repeats keys the way the sender did (json.dumps cannot)."""
+    """JSON text that repeats keys and spells numbers the way the sender did (json.dumps cannot)."""
     if isinstance(value, dict):
         pairs = value.pairs if isinstance(value, _DuplicateKeys) else list(value.items())
         body = ",".join(f"{json.dumps(k, ensure_ascii=True)}:{_dump_pairs(v)}" for k, v in pairs)
         return "{" + body + "}"
     if isinstance(value, list):
         return "[" + ",".join(_dump_pairs(v) for v in value) + "]"
+    if isinstance(value, JsonFloat):
+        return value.text
     return json.dumps(value, ensure_ascii=True)
 
 
@@ -375,9 +447,13 @@ def payload_from_raw(item_json: list[str]) -> str:
     return '{"items":[' + ",".join(item_json) + "]}"
 
 
+_OVERFLOW = re.compile(r"[0-9][eE][+-]?[0-9]{3}")
+
+
 def _may_be_nonfinite(text: str) -> bool:
     # json.dumps writes NaN and (-)Infinity bare; text values holding the word are rare.
-    return "NaN" in text or "Infinity" in text
+    # A number such as 1e400 overflows to infinity (its text is kept, exponent and all).
+    return "NaN" in text or "Infinity" in text or _OVERFLOW.search(text) is not None
 
 
 def flatten(
@@ -447,8 +523,8 @@ def _safe_key(key: str) -> str:
 
 
 def _mark(value: Any) -> Any:
-    if value.__class__ is float and not math.isfinite(value):
-        return NonFinite(json.dumps(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        return NonFinite(value.text if isinstance(value, JsonFloat) else json.dumps(value))
     return value
 
 

@@ -141,7 +141,13 @@ def _container_absent(values: pd.Series) -> pd.Series:
 
 def _checks_for(spec: FieldSpec) -> list[pa.Check]:
     rule = spec.rule
-    if rule in ("key", "id", "text"):
+    if rule == "key":
+        return [
+            _check(_string_typed, ErrorCode.INVALID_STRING),
+            _check(clean.identifier_ok, ErrorCode.INVALID_IDENTIFIER),
+            _check(_length_under(spec.max_chars), ErrorCode.TEXT_TOO_LONG),
+        ]
+    if rule in ("id", "text"):
         return [
             _check(_string_typed, ErrorCode.INVALID_STRING),
             _check(_length_under(spec.max_chars), ErrorCode.TEXT_TOO_LONG),

@@ -8,17 +8,20 @@ is why we stay on pandera's pandas backend (the pyarrow backend loses it).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
+import pyarrow as pa_
+import pyarrow.compute as pc
 
 from . import clean, settings
 from .errors import ErrorCode, item_error
-from .parse import NonFinite, ParsedPush, Unencodable
-from .schemas import FIELDS, FIELDS_BY_SOURCE, item_schema
+from .parse import JsonFloat, NonFinite, ParsedPush, Unencodable
+from .schemas import CONTAINERS, FIELDS, FIELDS_BY_SOURCE, item_schema
 
 _MAX_VALUE_CHARS = 200
 
@@ -46,7 +49,9 @@ def prepare(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy(deep=False)
     for spec in FIELDS:
         if spec.source in out.columns:
-            if spec.rule in ("key", "id", "text"):
+            if spec.rule == "key":
+                out[spec.source] = clean.identifier(out[spec.source])
+            elif spec.rule in ("id", "text"):
                 out[spec.source] = clean.clean_text(out[spec.source], rich=spec.rule == "text")
             else:
                 # Scalars (not lists) that hold only text become Arrow text here.
@@ -72,6 +77,8 @@ def validate(parsed: ParsedPush, groups: pd.Series | None = None) -> Validation:
     except pa.errors.SchemaErrors as exc:
         for index, error in _failure_errors(exc.failure_cases, frame):
             errors.setdefault(index, []).append(error)
+    for index, error in _nonfinite_errors(parsed, frame):
+        errors.setdefault(index, []).append(error)
     for index, error in _duplicate_errors(frame, groups):
         errors.setdefault(index, []).append(error)
     errors = {i: errors[i] for i in sorted(errors)}
@@ -104,6 +111,50 @@ def _failure_errors(cases: pd.DataFrame, frame: pd.DataFrame):
         yield index, item_error(field, code, _message(code, field, value), _jsonable(value))
 
 
+def _nonfinite_errors(parsed: ParsedPush, frame: pd.DataFrame):
+    """NaN or Infinity in fields outside the spec, which the lake keeps as JSON.
+
+    Known fields refuse them through their own rules; unknown ones have none,
+    and strict JSON cannot hold such a number, so the item is refused rather
+    than stored with ``"NaN"`` in ``extra_fields``. Only items whose text could
+    hold one (``parse._may_be_nonfinite``, as one Arrow regex) are looked at.
+    """
+    unknown = [c for c in frame.columns if c not in FIELDS_BY_SOURCE and c not in CONTAINERS]
+    if not unknown or not parsed.item_json:
+        return
+    texts = pa_.array(parsed.item_json, pa_.string())
+    maybe = pc.match_substring_regex(texts, r"NaN|Infinity|[0-9][eE][+-]?[0-9]{3}")
+    rows = np.flatnonzero(maybe.to_numpy(zero_copy_only=False))
+    for column in unknown:
+        values = frame[column].to_numpy(dtype=object)
+        for position in rows:
+            for path, number in _nonfinite(values[position], column):
+                yield (
+                    int(frame.index[position]),
+                    item_error(
+                        path,
+                        ErrorCode.INVALID_NUMBER,
+                        f"{path} is {number}, which a JSON number cannot be; "
+                        "send a finite number, or text",
+                        number,
+                    ),
+                )
+
+
+def _nonfinite(value: Any, path: str):
+    """(path, text as sent) of every NaN or Infinity in ``value``, at any depth."""
+    if isinstance(value, NonFinite):
+        yield path, str(value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield path, _as_sent(value)
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _nonfinite(inner, f"{path}.{key}")
+    elif isinstance(value, list):
+        for position, inner in enumerate(value):
+            yield from _nonfinite(inner, f"{path}[{position}]")
+
+
 def _duplicate_errors(frame: pd.DataFrame, groups: pd.Series | None):
     ids = clean.text_of(frame["client_item_id"])
     keys = pd.DataFrame({"group": 0 if groups is None else groups.to_numpy(), "id": ids})
@@ -121,11 +172,33 @@ def _duplicate_errors(frame: pd.DataFrame, groups: pd.Series | None):
         )
 
 
+def _as_sent(value: Any) -> Any:
+    """``value`` as strict JSON can carry it, numbers as they were sent.
+
+    A number whose float would misquote it (``4.9999999999999999``, ``NaN``)
+    becomes the text it was sent as.
+    """
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return value.text if isinstance(value, JsonFloat) else json.dumps(value)
+        if isinstance(value, JsonFloat) and repr(float(value)) != value.text:
+            return value.text
+        return float(value)
+    if isinstance(value, list):
+        return [_as_sent(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_sent(v) for k, v in value.items()}
+    return value
+
+
 def _jsonable(value: Any) -> Any:
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or (
+        isinstance(value, float) and value != value and not isinstance(value, JsonFloat)
+    ):
         return None
     if isinstance(value, (Unencodable, NonFinite)):
         return str(value)  # the text sent, e.g. "NaN"
+    value = _as_sent(value)
     if isinstance(value, str):
         if len(value) > _MAX_VALUE_CHARS:
             return value[:_MAX_VALUE_CHARS] + "…"
@@ -151,6 +224,12 @@ def _message(code: ErrorCode, field: str, value: Any) -> str:
         return f"{field} must be an object of named fields, got {shown}"
     if code is ErrorCode.INVALID_STRING:
         return f"{field} must be text (a JSON number is accepted as its text), got {shown}"
+    if code is ErrorCode.INVALID_IDENTIFIER:
+        return (
+            f"{field} holds an invisible or control character ({clean.first_invisible(value)}) "
+            f"in {shown}; an identifier must be visible text, since two ids differing only by "
+            "such a character cannot be told apart"
+        )
     if code is ErrorCode.TEXT_TOO_LONG:
         limit = spec.max_chars if spec else settings.MAX_TEXT_CHARS
         length = len(clean.text_of(pd.Series([value], dtype=object)).iloc[0])
