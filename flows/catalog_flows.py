@@ -80,10 +80,14 @@ def ingest_feeds(
     """Push a group of feed files; a lake failure fails the task so Prefect retries it.
 
     A retry repeats the whole group: batches that landed are skipped by their
-    idempotency keys, so each item is still stored once with the same id.
+    idempotency keys, so each item is still stored once with the same id. A
+    batch the failed attempt left between commits is finished first, under
+    its own key, so the retry finds that key instead of pushing it again.
     """
+    catalog = Catalog(lake)
+    catalog.repair()
     results = feeds.ingest_files(
-        Catalog(lake),
+        catalog,
         files,
         batch_size,
         flow_run_id,
@@ -114,7 +118,12 @@ def record_run(
     catalog = Catalog(lake)
     feeds.record_files(catalog, plan, results, flow_run_id)
     summary = run_summary(
-        plan.run_id, results, plan.skipped, duration_s=duration_s, flow_run_id=flow_run_id
+        plan.run_id,
+        results,
+        plan.skipped,
+        duration_s=duration_s,
+        flow_run_id=flow_run_id,
+        skipped_reasons=plan.reasons,
     )
     summary["repaired"] = repaired
     feeds.record_run(catalog, "ingest", plan.run_id, started_at, summary, flow_run_id)

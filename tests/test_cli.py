@@ -120,7 +120,7 @@ def test_ingest_with_worker_processes_stores_the_same_feeds(run):
     result = run("ingest", str(FEEDS), "--json", "--workers", "2", "--group-items", "1")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4}
+    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
     assert len(summary["files"]["ingested"]) == 6
 
 

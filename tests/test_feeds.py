@@ -36,7 +36,7 @@ def test_a_run_pushes_every_feed_and_sums_up_like_a_push_response(catalog, sourc
     assert summary["catalog_push_success_product_count"] == "9"
     assert summary["catalog_push_failed_product_count"] == "4"
     assert len(summary["items"]) == 9
-    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4}
+    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
     assert summary["top_failure_codes"][0] == {"code": "invalid_price", "count": 2}
     assert summary["files"]["ingested"] == [
         "bad_items.json", "beauty.json", "electronics.json", "fashion.json", "food.json", "grocery.json",
@@ -153,7 +153,7 @@ def test_paths_cannot_escape_the_source_folder(catalog, tmp_path, source):
         "error": "resolves outside the source folder",
     } in summary["files"]["failed"]
     assert "leak" not in catalog.records()["client_item_id"].tolist()
-    found, _ = discover(source, "../*.json")
+    found, _, _ = discover(source, "../*.json")
     assert found == []
 
 
@@ -170,7 +170,7 @@ def test_a_big_run_counts_every_item_but_lists_only_the_first(catalog, source):
     full = ingest(catalog, source, force=True)
     brief = ingest(catalog, source, force=True, detail_items=3)
 
-    assert brief["totals"] == full["totals"] == {"received": 13, "success": 9, "failed": 4}
+    assert brief["totals"] == full["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
     assert brief["catalog_push_success_product_count"] == "9"
     assert (full["detail_complete"], brief["detail_complete"]) == (True, False)
     assert len(brief["items"]) + len(brief["catalog_push_failed_items"]) <= 3

@@ -49,7 +49,7 @@ def test_run_summary_totals_batches_and_keeps_the_response_shape():
         "file": "x.json",
         "request_id": "r2",
     }
-    assert summary["totals"] == {"received": 5, "success": 3, "failed": 2}
+    assert summary["totals"] == {"received": 5, "success": 3, "failed": 2, "already_stored": 0}
     assert summary["top_failure_codes"] == [{"code": "invalid_price", "count": 2}]
     assert summary["files"] == {
         "ingested": ["x.json"],

@@ -219,6 +219,7 @@ class Catalog:
         *,
         flow_run_id: str | None = None,
         checked: Checked | None = None,
+        replayed: list[bool] | None = None,
     ) -> list[dict[str, Any]]:
         """Several pushes written together: one commit per table for all of them.
 
@@ -234,6 +235,11 @@ class Catalog:
         ahead (``feeds`` does it in worker processes); the requests' payloads
         are then ``ParsedPush`` objects that need only ``item_json`` and
         ``errors``.
+
+        ``replayed``, when given, is filled with one flag per request: whether
+        its response is that of an earlier push under the same idempotency
+        key, so that nothing was written for it (a resumed ingest counts
+        those batches as already stored, not as ingested again).
 
         Returns:
             One response per request, in order.
@@ -274,7 +280,7 @@ class Catalog:
                     request.idempotency_key,
                 )
             )
-        return self._ingest(pushes, checked) if pushes else []
+        return self._ingest(pushes, checked, replayed) if pushes else []
 
     def _earlier_pushes(self, pushes: list[_Push]) -> dict[str, tuple[str, dict[str, Any]]]:
         """Digest and response of the pushes made earlier under these pushes' keys.
@@ -344,7 +350,12 @@ class Catalog:
         with self.timed("ids"):
             return self._with_ids(checked.typed, request_ids[keep], received_at[keep], first)
 
-    def _ingest(self, pushes: list[_Push], checked: Checked | None = None) -> list[dict[str, Any]]:
+    def _ingest(
+        self,
+        pushes: list[_Push],
+        checked: Checked | None = None,
+        replayed: list[bool] | None = None,
+    ) -> list[dict[str, Any]]:
         """Run pushes (or the replay of one) under the lake's writer lock."""
         first = pushes[0]
         with ExitStack() as stack:
@@ -390,6 +401,9 @@ class Catalog:
             for number, push in enumerate(pushes):  # a key repeated within the group
                 if responses[number] is None:
                     responses[number] = responses[first_with_key[push.idempotency_key or ""]]
+            if replayed is not None:
+                done = set(todo)
+                replayed[:] = [number not in done for number in range(len(pushes))]
             return [r for r in responses if r is not None]
 
     def _write(self, pushes: list[_Push], checked: Checked | None = None) -> list[dict[str, Any]]:
@@ -446,7 +460,7 @@ class Catalog:
         try:
             if not replay:
                 with self.timed("write_raw"):
-                    raw = _raw(parsed, request_ids, received_at, passed, client_ids)
+                    raw = _raw(pushes, parsed, request_ids, received_at, passed, client_ids)
                     pending = self.lake.append_later("raw", raw, metadata)
             items = self._identified(checked, request_ids, received_at)
             known = items.frame["known"].to_numpy(dtype=bool)
@@ -687,9 +701,19 @@ class Catalog:
             sql = f'SELECT * FROM "raw" WHERE request_id = {quote(request_id)} ORDER BY "index"'
             rows = self.lake.read("raw", sql)
             parsed = parse_push(payload_from_raw(rows["item_json"].to_pylist()))
-            received_at = rows["received_at"][0].as_py()
+            first = rows.slice(0, 1).to_pylist()[0]
+            # The push keeps its identity: a later ingest then finds its key and
+            # does not push those items again (issue 16). Rows written before
+            # raw carried the identity have none, and are finished as "repair".
             replay = _Push(
-                parsed, request_id, received_at, time.perf_counter(), "repair", replay=True
+                parsed,
+                request_id,
+                first["received_at"],
+                time.perf_counter(),
+                first.get("source") or "repair",
+                first.get("flow_run_id"),
+                first.get("idempotency_key"),
+                replay=True,
             )
             responses.append(self._ingest([replay])[0])
         return responses
@@ -815,13 +839,23 @@ def _landed(pending: Future) -> bool:
 
 
 def _raw(
+    pushes: list[_Push],
     parsed: ParsedPush,
     request_ids: pd.Series,
     received_at: pd.Series,
     passed: np.ndarray,
     client_ids: pd.Series,
 ) -> pa.Table:
-    """Raw-table rows of a group of pushes: every item as received, numbered per push."""
+    """Raw-table rows of a group of pushes: every item as received, numbered per push.
+
+    Each row carries its push's source, flow run and idempotency key, which
+    ``repair`` gives back to the push it finishes.
+    """
+    sizes = [len(p.parsed.item_json) for p in pushes]
+
+    def per_item(values: list[str | None]) -> pa.Array:
+        return pa.array(np.repeat(np.array(values, dtype=object), sizes), pa.string())
+
     ids = request_ids.to_numpy(dtype=object)
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.array([], int)
     position = np.arange(len(ids)) - np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
@@ -835,6 +869,9 @@ def _raw(
             "passed": pa.array(passed),
             "item_json": pa.array(parsed.item_json, pa.string()),
             "received_date": received.cast(pa.date32()),
+            "source": per_item([p.source for p in pushes]),
+            "flow_run_id": per_item([p.flow_run_id for p in pushes]),
+            "idempotency_key": per_item([p.idempotency_key for p in pushes]),
         },
         schema=RAW,
     )

@@ -51,6 +51,14 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     interrupted = sorted(set(raw["request_id"]) - done)
     violation(1, "a push reached raw but never finished; run `catalog-lake repair`", interrupted)
 
+    keyed = pushes[pushes["idempotency_key"].notna()]
+    twice = keyed[keyed.duplicated("idempotency_key", keep=False)]
+    violation(
+        1,
+        "an idempotency key was applied by more than one push (a batch stored twice)",
+        sorted(twice["idempotency_key"].unique().tolist()),
+    )
+
     # 1. per push: raw rows, rejects and counts agree.
     raw_done = raw[raw["request_id"].isin(done)]
     counts = raw_done.groupby("request_id").agg(

@@ -273,58 +273,81 @@ def ingest(
 
 
 class _progress:
-    """Progress for long commands: a rich bar on a terminal, plain lines otherwise."""
+    """Progress for ingest: a rich bar on a terminal, plain lines otherwise.
+
+    The bar measures the feed bytes read and checked, so it moves with every
+    file (not once per 20,000-item commit) and can show an ETA; the item count
+    and rate cover items written, not those an interrupted run had stored.
+    """
 
     def __enter__(self):
         self.bar = None
         if sys.stderr.isatty():
             from rich.progress import (
                 BarColumn,
-                MofNCompleteColumn,
+                DownloadColumn,
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
+                TimeRemainingColumn,
             )
 
             self.bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
-                MofNCompleteColumn(),
+                DownloadColumn(),
                 TextColumn("{task.fields[items]} items, {task.fields[rate]} items/s"),
                 TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
                 console=Console(stderr=True),
             )
             self.bar.start()
         self.task = None
         self.items = 0
+        self.counted: set[str] = set()
         self.started = time.perf_counter()
         return self
 
     def __call__(self, event: str, **info: Any) -> None:
-        if event == "batch":
+        if event == "batch" and not info.get("already_stored"):
             self.items += info["items"]
         rate = f"{self.items / max(time.perf_counter() - self.started, 1e-9):,.0f}"
         if self.bar is None:
             if event == "plan":
-                print(
-                    f"{info['files']} file(s) to ingest, {info['skipped']} skipped", file=sys.stderr
-                )
+                print(_plan_line(info), file=sys.stderr)
             elif event == "file":
+                again = info.get("already_stored") or 0
+                note = f", {again:,} already stored by an interrupted run" if again else ""
                 print(
-                    f"{info['file']}: {info['status']}, {info['items']} items ({rate} items/s)",
+                    f"{info['file']}: {info['status']}, {info['items']:,} items{note} "
+                    f"({rate} items/s)",
                     file=sys.stderr,
                 )
             return
         if event == "plan":
-            self.task = self.bar.add_task("files", total=info["files"], items=0, rate="0")
-        elif self.task is not None:
-            self.bar.update(
-                self.task, advance=1 if event == "file" else 0, items=self.items, rate=rate
+            self.task = self.bar.add_task(
+                f"{info['files']:,} files", total=info.get("bytes") or None, items="0", rate="0"
             )
+        elif self.task is not None:
+            advance = 0
+            if event in ("read", "file") and info["file"] not in self.counted:
+                self.counted.add(info["file"])
+                advance = info.get("bytes", 0)
+            self.bar.update(self.task, advance=advance, items=f"{self.items:,}", rate=rate)
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _plan_line(info: dict[str, Any]) -> str:
+    """``N file(s) to ingest, M skipped: why`` for the plain progress output."""
+    line = f"{info['files']:,} file(s) to ingest, {info['skipped']:,} skipped"
+    reasons = info.get("reasons") or {}
+    if reasons:
+        line += ": " + "; ".join(f"{n:,} {reason}" for reason, n in reasons.items())
+    return line
 
 
 @app.command()
@@ -492,7 +515,8 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        print("catalog-lake: interrupted", file=sys.stderr)
+        # Every write is an atomic Delta commit, and a re-run repairs and resumes.
+        print("interrupted: run the same command again to resume", file=sys.stderr)
         sys.exit(130)
 
 

@@ -8,6 +8,7 @@ the next scheduled run knows what it has seen.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import gzip
 import hashlib
@@ -65,6 +66,21 @@ class FeedFile:
     path: str  # relative to the source, with forward slashes
     checksum: str  # sha256 of the file's bytes
     size: int
+    #: How many times the lake already ingested this path with these bytes: a
+    #: forced re-ingest is a new delivery, a resumed run the same one.
+    delivery: int = 0
+
+    def batch_key(self, batch_size: int, number: int) -> str:
+        """The idempotency key of one batch of this delivery of this file.
+
+        Bound to the file's place (source and path), its bytes and its
+        delivery, so a copy of an old file under a new name is a new delivery
+        and is pushed (issue 16: day 3 re-sending day 1's prices must win over
+        day 2's), while a run resumed after a kill finds the batches that
+        already landed under the same keys and does not push them again.
+        """
+        place = hashlib.sha256(f"{self.source}\0{self.path}".encode()).hexdigest()[:16]
+        return f"file:{place}:{self.checksum}:{self.delivery}:{batch_size}:{number}"
 
     @property
     def absolute(self) -> Path:
@@ -80,6 +96,9 @@ class FileResult:
     status: str  # ingested | invalid | error
     responses: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    #: Items of batches an earlier, interrupted run had already stored: their
+    #: responses are the stored ones, and nothing was written again.
+    already_stored: int = 0
 
     @property
     def items(self) -> int:
@@ -96,15 +115,34 @@ class Plan:
     to_ingest: list[FeedFile]
     skipped: list[FeedFile]
     refused: list[FileResult]
+    #: Why each skipped file (by path) was left alone.
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def skipped_counts(self) -> dict[str, int]:
+        """How many files were skipped for each reason."""
+        counts: dict[str, int] = {}
+        for feed in self.skipped:
+            reason = self.reasons.get(feed.path, SKIP_UNCHANGED)
+            counts[reason] = counts.get(reason, 0) + 1
+        return counts
+
+
+#: Why a file was skipped, as the run reports it.
+SKIP_UNCHANGED = "ingested before and unchanged"
+SKIP_FAILED = "failed before and unchanged (fix it, or use --force)"
+SKIP_FOLDER = "a folder, not a file"
+SKIP_SPECIAL = "not a regular file (a FIFO, socket or device)"
 
 
 def discover(
     source: str | Path, pattern: str = DEFAULT_PATTERN
-) -> tuple[list[FeedFile], list[FileResult]]:
-    """Feed files under ``source`` matching ``pattern``, and the matches refused.
+) -> tuple[list[FeedFile], list[FileResult], dict[str, str]]:
+    """Feed files under ``source`` matching ``pattern``, the matches refused, and those passed over.
 
     A match whose real location is outside the source folder (through ``..``
-    in the pattern or a symlink) is refused, never read.
+    in the pattern or a symlink) is refused, never read. A match that is not a
+    regular file (a folder named ``x.json``, a FIFO) is passed over with its
+    reason: reading a FIFO would block the run.
     """
     root = Path(source).expanduser().resolve()
     if root.is_file():
@@ -112,10 +150,10 @@ def discover(
     elif root.is_dir():
         if Path(pattern).is_absolute():
             raise CatalogLakeError(f"pattern {pattern!r} must be relative to the source folder")
-        candidates = sorted(p for p in root.glob(pattern) if p.is_file() or p.is_symlink())
+        candidates = sorted(root.glob(pattern))
     else:
         raise CatalogLakeError(f"source {str(source)!r} is not a file or folder")
-    found, refused = [], []
+    found, refused, passed_over = [], [], {}
     for candidate in candidates:
         if not _is_feed(candidate.name):
             continue
@@ -125,15 +163,23 @@ def discover(
             else str(candidate)
         )
         real = candidate.resolve()
-        if not real.is_relative_to(root) or not real.is_file():
+        if not real.is_relative_to(root):
             outside = FeedFile(str(root), relative, "", 0)
             refused.append(
                 FileResult(outside, "invalid", error="resolves outside the source folder")
             )
             continue
-        data = real.read_bytes()
-        found.append(FeedFile(str(root), relative, hashlib.sha256(data).hexdigest(), len(data)))
-    return found, refused
+        if not real.is_file():
+            passed_over[relative] = SKIP_FOLDER if real.is_dir() else SKIP_SPECIAL
+            continue
+        found.append(FeedFile(str(root), relative, _sha256(real), real.stat().st_size))
+    return found, refused, passed_over
+
+
+def _sha256(path: Path) -> str:
+    """A file's SHA-256, read in blocks: a feed file is never held whole just to be hashed."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _is_feed(name: str) -> bool:
@@ -150,24 +196,36 @@ def plan(
     same checksum as ``ingested`` or ``invalid`` (a parse failure that would
     only repeat). Files that failed on a lake error are tried again.
     """
-    feeds, refused = discover(source, pattern)
+    feeds, refused, passed_over = discover(source, pattern)
     root = str(Path(source).expanduser().resolve())
     if Path(root).is_file():
         root = str(Path(root).parent)
     seen = _seen(catalog, root)
-    to_ingest, skipped = [], []
+    to_ingest, skipped, reasons = [], [], {}
     for feed in feeds:
-        if not force and (feed.path, feed.checksum) in seen:
+        times, failed = seen.get((feed.path, feed.checksum), (0, False))
+        if not force and (times or failed):
             skipped.append(feed)
+            reasons[feed.path] = SKIP_UNCHANGED if times else SKIP_FAILED
         else:
-            to_ingest.append(feed)
-    return Plan(str(uuid.uuid4()), root, to_ingest, skipped, refused)
+            to_ingest.append(dataclasses.replace(feed, delivery=times))
+    for path, reason in passed_over.items():
+        skipped.append(FeedFile(root, path, "", 0))
+        reasons[path] = reason
+    return Plan(str(uuid.uuid4()), root, to_ingest, skipped, refused, reasons)
 
 
-def _seen(catalog: Catalog, root: str) -> set[tuple[str, str]]:
+def _seen(catalog: Catalog, root: str) -> dict[tuple[str, str], tuple[int, bool]]:
+    """Per (path, checksum) under ``root``: times ingested, and whether it failed to parse."""
     files = catalog.lake.read("files").to_pandas()
-    files = files[(files["source"] == root) & files["status"].isin(["ingested", "invalid"])]
-    return set(zip(files["path"], files["checksum"], strict=True))
+    files = files[files["source"] == root]
+    seen: dict[tuple[str, str], tuple[int, bool]] = {}
+    for (path, checksum), status in files.groupby(["path", "checksum"])["status"]:
+        seen[(path, checksum)] = (
+            int((status == "ingested").sum()),
+            bool((status == "invalid").any()),
+        )
+    return seen
 
 
 def read_items(feed: FeedFile) -> list[dict[str, Any]]:
@@ -233,7 +291,7 @@ def _file_pushes(feed: FeedFile, batch_size: int) -> list[PushRequest]:
         plain, repeats = not notes - {"repeated"}, "repeated" in notes
         for number, batch in enumerate(batches(items, batch_size)):
             # The key makes a retried file skip the batches that already landed.
-            key = f"file:{feed.checksum}:{batch_size}:{number}"
+            key = feed.batch_key(batch_size, number)
             parsed = parse_push({"items": batch}, plain=plain, repeats=repeats)
             requests.append(PushRequest(parsed, feed.path, key))
     return requests
@@ -327,7 +385,7 @@ class _GroupWriter:
 
     def invalid(self, feed: FeedFile, error: Exception | str) -> None:
         self.results.append(FileResult(feed, "invalid", error=str(error)))
-        self.progress("file", file=feed.path, status="invalid", items=0)
+        self.progress("file", file=feed.path, status="invalid", items=0, bytes=feed.size)
 
     def ingested(self, feed: FeedFile) -> FileResult:
         result = FileResult(feed, "ingested")
@@ -342,6 +400,7 @@ class _GroupWriter:
         except (PushError, OSError) as exc:
             self.invalid(feed, exc)
             return None
+        self.progress("read", file=feed.path, bytes=feed.size)
         return self.ingested(feed), requests
 
     def read_group(
@@ -364,9 +423,10 @@ class _GroupWriter:
         if not group:
             return
         requests = [request for _, file_requests in group for request in file_requests]
+        replayed: list[bool] = []
         try:
             responses = self.catalog.push_many(
-                requests, flow_run_id=self.flow_run_id, checked=checked
+                requests, flow_run_id=self.flow_run_id, checked=checked, replayed=replayed
             )
         except PushError as exc:
             for result, _ in group:
@@ -375,19 +435,32 @@ class _GroupWriter:
             self.wrote = True
             position = 0
             for result, file_requests in group:
-                for response in responses[position : position + len(file_requests)]:
+                end = position + len(file_requests)
+                for response, again in zip(
+                    responses[position:end], replayed[position:end], strict=True
+                ):
                     received = int(response["catalog_push_received_product_count"])
+                    if again:
+                        result.already_stored += received
                     if received <= self.detail_left:
                         self.detail_left -= received
                     else:
                         self.detail_left, response = 0, brief(response)
                     result.responses.append(response)
                 position += len(file_requests)
+        flags = iter(replayed if len(replayed) == len(requests) else [False] * len(requests))
         for result, file_requests in group:
-            for request in file_requests:
+            for request, again in zip(file_requests, flags, strict=False):
                 items = len(request.payload.item_json)
-                self.progress("batch", file=result.feed.path, items=items)
-            self.progress("file", file=result.feed.path, status=result.status, items=result.items)
+                self.progress("batch", file=result.feed.path, items=items, already_stored=again)
+            self.progress(
+                "file",
+                file=result.feed.path,
+                status=result.status,
+                items=result.items,
+                already_stored=result.already_stored,
+                bytes=result.feed.size,
+            )
 
     def checkpoint(self) -> None:
         """After a run that wrote anything, checkpoint the tables it wrote (``Lake.checkpoint``).
@@ -660,7 +733,13 @@ def ingest(
     if repaired:
         progress("repaired", pushes=len(repaired))
     plan_ = plan(catalog, source, pattern, force)
-    progress("plan", files=len(plan_.to_ingest), skipped=len(plan_.skipped))
+    progress(
+        "plan",
+        files=len(plan_.to_ingest),
+        skipped=len(plan_.skipped),
+        reasons=plan_.skipped_counts(),
+        bytes=sum(f.size for f in plan_.to_ingest),
+    )
     results = list(plan_.refused)
     results += ingest_files(
         catalog,
@@ -679,6 +758,7 @@ def ingest(
         plan_.skipped,
         duration_s=time.perf_counter() - started,
         flow_run_id=flow_run_id,
+        skipped_reasons=plan_.reasons,
     )
     summary["repaired"] = repaired
     record_run(catalog, "ingest", plan_.run_id, started_at, summary, flow_run_id)

@@ -35,6 +35,7 @@ from deltalake import (
     ColumnProperties,
     CommitProperties,
     DeltaTable,
+    Field,
     QueryBuilder,
     WriterProperties,
 )
@@ -42,7 +43,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from . import settings
 from .errors import LakeError
-from .schemas import PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
+from .schemas import ADDED_COLUMNS, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
 #: Attempts for a write that loses a commit race (merge or block rewrite) before giving up.
 MERGE_ATTEMPTS = 5
@@ -222,6 +223,7 @@ class Lake:
         for name, schema in TABLES.items():
             existing = self.table(name)
             if existing is not None:
+                self._add_new_columns(name, existing, schema)
                 _require_compatible(name, existing, schema, self.uri)
                 continue
             if existing is None:
@@ -235,6 +237,18 @@ class Lake:
                     description=_description(name),
                     configuration=_configuration(name),
                 )
+
+    def _add_new_columns(self, name: str, table: DeltaTable, schema: pa.Schema) -> None:
+        """Add the columns a newer version declares (``ADDED_COLUMNS``) to an older table."""
+        stored = set(pa.schema(table.schema().to_arrow()).names)
+        missing = [c for c in ADDED_COLUMNS.get(name, ()) if c not in stored]
+        if not missing:
+            return
+        try:
+            table.alter.add_columns([Field.from_arrow(schema.field(c)) for c in missing])
+        except (DeltaError, OSError) as exc:
+            raise LakeError(f"cannot add columns {missing} to table {name!r}: {exc}") from exc
+        self._current[1].discard(name)
 
     # --- writes -------------------------------------------------------------
 

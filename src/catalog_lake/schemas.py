@@ -309,6 +309,11 @@ RAW = pa_.schema(
         pa_.field("passed", pa_.bool_(), nullable=False),
         pa_.field("item_json", pa_.string(), nullable=False),
         pa_.field("received_date", pa_.date32(), nullable=False),
+        # The push's identity, so that `repair` finishes an interrupted push as
+        # the push it was (its key, source and flow run), not as a new one.
+        pa_.field("source", pa_.string()),
+        pa_.field("flow_run_id", pa_.string()),
+        pa_.field("idempotency_key", pa_.string()),
     ]
 )
 
@@ -404,6 +409,15 @@ PARTITIONS: dict[str, list[str]] = {
 #: keeps them all.
 STATS_COLUMNS: dict[str, list[str]] = {
     "items": ["object_id", "client_item_id", "lake_category", "updated_at"],
+    # Not item_json: the statistics of a text column copy its smallest and
+    # largest values, so one 200 MB item was stored twice (issue 16).
+    "raw": ["request_id", "index", "received_at", "client_item_id", "passed", "received_date"],
+}
+
+#: Nullable columns added to a table after its first release: ``Lake.ensure``
+#: adds them to an existing table instead of refusing it.
+ADDED_COLUMNS: dict[str, list[str]] = {
+    "raw": ["source", "flow_run_id", "idempotency_key"],
 }
 
 #: Columns whose values are (nearly) all distinct: ids, names, free text,

@@ -63,6 +63,7 @@ def run_summary(
     duration_s: float,
     flow_run_id: str | None = None,
     top: int = 10,
+    skipped_reasons: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The summary of an ingest run, itself a push response.
 
@@ -71,8 +72,10 @@ def run_summary(
     read a run. ``results`` are per-file outcomes with ``feed``, ``status``,
     ``error`` and ``responses``; ``skipped`` are the files left alone.
     Brief responses (a big run) count but list nothing: ``detail_complete``
-    then says the lists cover part of the run.
+    then says the lists cover part of the run. ``skipped_reasons`` says why
+    each skipped file (by path) was left alone (``feeds.Plan.reasons``).
     """
+    skipped_reasons = skipped_reasons or {}
     responses = [(r.feed.path, response) for r in results for response in r.responses]
     stored = [
         (client_id, service_id)
@@ -86,6 +89,8 @@ def run_summary(
         for item in response[FAILED_ITEMS_KEY]
     ]
     received = sum(int(r["catalog_push_received_product_count"]) for _, r in responses)
+    # Batches an interrupted run had stored: answered from the lake, not written again.
+    already = sum(getattr(r, "already_stored", 0) for r in results)
     success = sum(int(r["catalog_push_success_product_count"]) for _, r in responses)
     complete = all("detail" not in r for _, r in responses)
     if complete:
@@ -104,12 +109,18 @@ def run_summary(
         codes.update(failure_codes(response))
     summary.update(
         {
-            "totals": {"received": received, "success": success, "failed": received - success},
+            "totals": {
+                "received": received,
+                "success": success,
+                "failed": received - success,
+                "already_stored": already,
+            },
             "detail_complete": complete,
             "top_failure_codes": [{"code": c, "count": n} for c, n in codes.most_common(top)],
             "files": {
                 "ingested": [r.feed.path for r in results if r.status == "ingested"],
                 "skipped": [f.path for f in skipped],
+                "skipped_reasons": dict(Counter(skipped_reasons.get(f.path) for f in skipped)),
                 "failed": [
                     {"path": r.feed.path, "status": r.status, "error": r.error}
                     for r in results
@@ -118,7 +129,9 @@ def run_summary(
             },
             "batches": [{"file": path, **response} for path, response in responses],
             "duration_s": round(duration_s, 3),
-            "items_per_second": round(received / duration_s, 1) if duration_s > 0 else None,
+            "items_per_second": (
+                round((received - already) / duration_s, 1) if duration_s > 0 else None
+            ),
             "flow_run_id": flow_run_id,
         }
     )
@@ -139,6 +152,19 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"{len(files['ingested'])} | {len(files['skipped'])} | {len(files['failed'])} | "
         f"{summary['duration_s']} | {summary['items_per_second'] or '-'} |",
     ]
+    if totals.get("already_stored"):
+        lines += [
+            "",
+            f"{totals['already_stored']:,} of the items received had been stored by an "
+            "interrupted run and were not written again.",
+        ]
+    reasons = files.get("skipped_reasons") or {}
+    if reasons:
+        lines += [
+            "",
+            f"{len(files['skipped']):,} skipped: "
+            + "; ".join(f"{n:,} {reason}" for reason, n in reasons.items()),
+        ]
     if summary["top_failure_codes"]:
         lines += ["", "## Top failure codes", "", "| code | count |", "|---|---:|"]
         lines += [f"| `{c['code']}` | {c['count']} |" for c in summary["top_failure_codes"]]
