@@ -34,7 +34,7 @@ from .catalog import Catalog, Checked, PushRequest, StaleCheck, check_group
 from .errors import CatalogLakeError, LakeError, PushError
 from .parse import combine, decode_payload, parse_push
 from .schemas import FILES, RUNS
-from .summary import FAILED_ITEMS_KEY, failure_codes, run_summary
+from .summary import FAILED_ITEMS_KEY, SKIP_UNCHANGED, failure_codes, run_summary
 
 _log = logging.getLogger(__name__)
 
@@ -128,7 +128,6 @@ class Plan:
 
 
 #: Why a file was skipped, as the run reports it.
-SKIP_UNCHANGED = "ingested before and unchanged"
 SKIP_FAILED = "failed before and unchanged (fix it, or use --force)"
 SKIP_FOLDER = "a folder, not a file"
 SKIP_SPECIAL = "not a regular file (a FIFO, socket or device)"

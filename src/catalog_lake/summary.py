@@ -55,6 +55,10 @@ def failure_codes(response: dict[str, Any]) -> Counter[str]:
     )
 
 
+#: Why a file is skipped when nothing else is said: the lake holds it, unchanged.
+SKIP_UNCHANGED = "ingested before and unchanged"
+
+
 def run_summary(
     run_id: str,
     results: list[Any],
@@ -120,7 +124,9 @@ def run_summary(
             "files": {
                 "ingested": [r.feed.path for r in results if r.status == "ingested"],
                 "skipped": [f.path for f in skipped],
-                "skipped_reasons": dict(Counter(skipped_reasons.get(f.path) for f in skipped)),
+                "skipped_reasons": dict(
+                    Counter(skipped_reasons.get(f.path, SKIP_UNCHANGED) for f in skipped)
+                ),
                 "failed": [
                     {"path": r.feed.path, "status": r.status, "error": r.error}
                     for r in results
