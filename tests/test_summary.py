@@ -54,6 +54,7 @@ def test_run_summary_totals_batches_and_keeps_the_response_shape():
     assert summary["files"] == {
         "ingested": ["x.json"],
         "skipped": ["old.json"],
+        "skipped_reasons": {"ingested before and unchanged": 1},
         "failed": [{"path": "bad.json", "status": "invalid", "error": "not JSON"}],
     }
     assert [b["catalog_push_request_id"] for b in summary["batches"]] == ["r1", "r2"]
