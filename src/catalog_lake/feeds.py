@@ -32,7 +32,7 @@ import pyarrow as pa
 from . import settings
 from .catalog import Catalog, Checked, PushRequest, StaleCheck, check_group
 from .errors import CatalogLakeError, LakeError, PushError
-from .parse import combine, decode_payload, parse_push
+from .parse import check_items, combine, decode_payload, parse_push, product_items
 from .schemas import FILES, RUNS
 from .summary import FAILED_ITEMS_KEY, SKIP_UNCHANGED, failure_codes, run_summary
 
@@ -249,13 +249,11 @@ def _read_feed(feed: FeedFile) -> tuple[list[dict[str, Any]], set[str]]:
     name = feed.path.lower().removesuffix(".gz")
     if name.endswith((".jsonl", ".ndjson")):
         items = list(_json_lines(data, notes))
+        check_items(
+            items, bounded=False
+        )  # the same answer as a push of these items: none is refused
         return items, notes
-    payload = decode_payload(data, notes)
-    if not isinstance(payload, dict) or not isinstance(payload.get("items"), list):
-        raise PushError(
-            "invalid_payload", "a .json feed must be a product object with an 'items' list"
-        )
-    return payload["items"], notes
+    return product_items(decode_payload(data, notes), "a .json feed", bounded=False), notes
 
 
 def _json_lines(data: bytes, notes: set[str] | None = None) -> Iterator[dict[str, Any]]:
@@ -291,7 +289,9 @@ def _file_pushes(feed: FeedFile, batch_size: int) -> list[PushRequest]:
         for number, batch in enumerate(batches(items, batch_size)):
             # The key makes a retried file skip the batches that already landed.
             key = feed.batch_key(batch_size, number)
-            parsed = parse_push({"items": batch}, plain=plain, repeats=repeats)
+            parsed = parse_push(
+                {"items": batch}, plain=plain, repeats=repeats, lossy="lossy" in notes
+            )
             requests.append(PushRequest(parsed, feed.path, key))
     return requests
 

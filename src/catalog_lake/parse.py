@@ -198,11 +198,14 @@ def _too_large(size: int) -> PushError:
     )
 
 
-def product_items(obj: Any, what: str = "a product object") -> list[dict[str, Any]]:
+def product_items(
+    obj: Any, what: str = "a product object", *, bounded: bool = True
+) -> list[dict[str, Any]]:
     """The ``items`` of a decoded product object, after checking its outer shape (SPEC 2.2).
 
     Shared by pushes and ``.json`` feed files, so a file and a push of the same
-    bytes get the same answer.
+    bytes get the same answer. ``bounded=False`` (a feed file, pushed in
+    batches) lifts the limit on items per push.
 
     Raises:
         PushError: not an object, a repeated key, no ``items`` list, an empty or
@@ -222,15 +225,15 @@ def product_items(obj: Any, what: str = "a product object") -> list[dict[str, An
     items = obj["items"]
     if not isinstance(items, list):
         raise PushError("invalid_payload", f"'items' must be a list, got {_kind(items)}")
-    check_items(items)
+    check_items(items, bounded=bounded)
     return items
 
 
-def check_items(items: list[Any]) -> None:
-    """Refuse an empty or oversized item list, or one holding anything but objects."""
+def check_items(items: list[Any], *, bounded: bool = True) -> None:
+    """Refuse an empty (or, ``bounded``, oversized) item list, or one holding non-objects."""
     if not items:
         raise PushError("invalid_payload", "'items' is empty; a push carries one or more items")
-    if len(items) > settings.MAX_ITEMS_PER_PUSH:
+    if bounded and len(items) > settings.MAX_ITEMS_PER_PUSH:
         raise PushError(
             "too_many_items",
             f"{len(items):,} items in one push, over the limit of "
