@@ -27,6 +27,7 @@ from prefect.runtime import flow_run  # noqa: E402
 
 from catalog_lake import (  # noqa: E402
     Catalog,
+    IngestError,
     PushError,
     feeds,  # noqa: E402
 )
@@ -57,8 +58,10 @@ def _lake_failure(task, task_run, state) -> bool:
 
 @task(name="repair", cache_policy=NONE, **IO_RETRIES)
 def repair_task(lake: str | None) -> list[str]:
-    """Finish pushes a killed run left between table commits, before new work."""
-    return [r["catalog_push_request_id"] for r in Catalog(lake).repair()]
+    """Create the lake if it is new, then finish pushes a killed run left between commits."""
+    catalog = Catalog(lake)
+    catalog.lake.ensure()
+    return [r["catalog_push_request_id"] for r in catalog.repair()]
 
 
 @task(name="plan-feeds", cache_policy=NONE, **IO_RETRIES)
@@ -139,8 +142,13 @@ def ingest(
     lake: str | None = None,
     group_items: int = feeds.DEFAULT_GROUP_ITEMS,
     workers: int = 0,
+    fail_on_bad_files: bool = True,
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
+
+    A run in which any file failed ends ``Failed`` (``IngestError``) after
+    storing everything else and publishing its summary, so a schedule alerts;
+    ``fail_on_bad_files=False`` lets it end ``Completed``.
 
     One task per group of files (``feeds.file_groups``, about 32 MB of feed):
     a retry repeats that group only. Inside a task, pushes of ``batch_size``
@@ -196,6 +204,8 @@ def ingest(
         summary["catalog_push_success_product_count"],
         summary["catalog_push_failed_product_count"],
     )
+    if fail_on_bad_files and summary["files"]["failed"]:
+        raise IngestError(summary)
     return summary
 
 
@@ -273,13 +283,24 @@ def _report_markdown(title: str, report: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
+    import argparse
     import json
 
     from catalog_lake import FAILED_ITEMS_KEY, RESPONSE_KEYS
 
-    result = ingest(source=sys.argv[1] if len(sys.argv) > 1 else "data/feeds")
-    for batch in result["batches"]:
-        response = {key: batch[key] for key in (*RESPONSE_KEYS, FAILED_ITEMS_KEY)}
-        print(f"push response for {batch['file']}:")
-        print(json.dumps(response, indent=2, ensure_ascii=False))
+    parser = argparse.ArgumentParser(description="Run the ingest flow locally, once.")
+    parser.add_argument("source", nargs="?", default="data/feeds")
+    parser.add_argument("--verbose", action="store_true", help="Also print every push response.")
+    arguments = parser.parse_args()
+    try:
+        result = ingest(source=arguments.source)
+    except IngestError as exc:
+        result = exc.summary
+    if arguments.verbose:
+        for batch in result["batches"]:
+            response = {key: batch[key] for key in (*RESPONSE_KEYS, FAILED_ITEMS_KEY)}
+            print(f"push response for {batch['file']}:")
+            print(json.dumps(response, indent=2, ensure_ascii=False))
     print(summary_markdown(result))
+    print("Every push response is kept in the lake: `catalog-lake history`, or --verbose here.")
+    sys.exit(1 if result["files"]["failed"] else 0)

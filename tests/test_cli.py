@@ -143,7 +143,7 @@ def test_records_where_and_as_of(run):
     run("push", str(FEEDS / "food.json"))
     run("push", str(FEEDS / "grocery.json"))
     veg = run(
-        "records", "--json", "--columns", "client_item_id", "--where", "array_has(tags, 'veg')"
+        "records", "--json", "--columns", "client_item_id", "--where", "array_contains(tags, 'veg')"
     )
     assert veg.stdout.splitlines() == [
         '{"client_item_id": "FOOD-PANEER-TIKKA"}',
@@ -157,14 +157,45 @@ def test_records_where_and_as_of(run):
 @pytest.mark.parametrize(
     ("where", "message"),
     [
-        ("1=1; DROP TABLE records", "--where takes one SQL expression; ';' is not allowed"),
-        ("nope > 1", "query on records failed: Schema error: No field named nope."),
+        (
+            "1=1; DROP TABLE records",
+            "--where '1=1; DROP TABLE records' is not one SQL expression: "
+            "invalid expression (found unexpected token ';')",
+        ),
+        (
+            "1=1) UNION ALL (SELECT * FROM records",
+            "--where '1=1) UNION ALL (SELECT * FROM records' is not one SQL expression: "
+            "invalid expression (found unexpected token ')')",
+        ),
+        (
+            "price <",
+            "--where 'price <' is not one SQL expression: unable to parse 'price <' as Expr",
+        ),
+        (
+            "array_has(tags, 'veg')",
+            "--where \"array_has(tags, 'veg')\" is not one SQL expression: unsupported function "
+            "'array_has'; test a list with array_contains(tags, 'veg')",
+        ),
+        (
+            "nope > 1",
+            "unknown column 'nope' in --where 'nope > 1'; known: object_id, client_item_id, "
+            "product_name, description, categories, price, mrp, on_sale, discount_pct, image, "
+            "inventory, in_stock, likes, sales, tags, synonyms, brand, colour, size, gender, "
+            "lake_category, variant_group_id, variant, updated_at, id_block",
+        ),
+    ],
+    ids=[
+        "two statements",
+        "union injection",
+        "syntax error",
+        "datafusion function",
+        "unknown column",
     ],
 )
-def test_records_where_errors_are_one_line(run, where, message):
+def test_records_where_is_one_expression_and_errors_are_one_line(run, where, message):
     run("push", str(FEEDS / "food.json"))
     result = run("records", "--where", where)
-    assert (result.exit_code, result.stderr) == (1, f"catalog-lake: error: {message}\n")
+    assert (result.exit_code, result.stderr) == (2, f"catalog-lake: error: {message}\n")
 
 
 def test_backfill_dry_run_metrics_and_maintain(run, tmp_path):

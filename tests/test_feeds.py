@@ -125,7 +125,11 @@ def test_files_are_split_into_batches_each_a_push(catalog, tmp_path):
             b'{"items": [',
             "payload is not valid JSON: Expecting value at line 1 column 12",
         ),
-        ("list.json", b"[1, 2]", "a .json feed must be a product object with an 'items' list"),
+        (
+            "list.json",
+            b"[1, 2]",
+            "a .json feed must be a JSON object with an 'items' list, got a list",
+        ),
         ("lines.jsonl", b'{"client_item_id": "x"}\n[1]\n', "line 2: an item must be a JSON object"),
         ("badline.jsonl", b'{"a": 1}\n{oops\n', "line 2: payload is not valid JSON"),
         ("zipped.json.gz", b"not gzip", "not a readable gzip file"),
@@ -170,7 +174,11 @@ def test_a_big_run_counts_every_item_but_lists_only_the_first(catalog, source):
     full = ingest(catalog, source, force=True)
     brief = ingest(catalog, source, force=True, detail_items=3)
 
-    assert brief["totals"] == full["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
+    assert (
+        brief["totals"]
+        == full["totals"]
+        == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
+    )
     assert brief["catalog_push_success_product_count"] == "9"
     assert (full["detail_complete"], brief["detail_complete"]) == (True, False)
     assert len(brief["items"]) + len(brief["catalog_push_failed_items"]) <= 3

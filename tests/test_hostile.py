@@ -49,7 +49,7 @@ def test_payload_level_refusals(catalog, case, payload, reason):
     with pytest.raises(PushError) as caught:
         catalog.push(payload)
     assert caught.value.reason == reason
-    assert catalog.raw().empty
+    assert not catalog.lake.exists()
 
 
 def test_a_huge_payload_is_refused_before_parsing(catalog, monkeypatch):

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from catalog_lake import FAILED_ITEMS_KEY, RESPONSE_KEYS, Catalog, PushError, settings
+from catalog_lake import FAILED_ITEMS_KEY, RESPONSE_KEYS, Catalog, NoLakeError, PushError, settings
 from tests.conftest import DELETE, make_item
 
 
@@ -75,22 +75,29 @@ def test_unusable_payload_raises_push_error_and_writes_nothing(catalog, payload,
         catalog.push(payload)
     assert caught.value.reason == reason
     assert message in str(caught.value)
-    assert catalog.pushes().empty
-    assert catalog.raw().empty
+    assert not catalog.lake.exists()  # a refused first push creates no lake
 
 
 def test_too_many_items_is_refused_before_any_write(catalog, monkeypatch):
     monkeypatch.setattr(settings, "MAX_ITEMS_PER_PUSH", 3)
     with pytest.raises(PushError, match="4 items in one push, over the limit of 3"):
         catalog.push({"items": [make_item(client_item_id=str(i)) for i in range(4)]})
-    assert catalog.raw().empty
+    assert not catalog.lake.exists()
 
 
-def test_lake_that_cannot_be_written_raises_push_error(tmp_path):
+def test_a_lake_path_that_is_a_file_is_refused_in_one_line(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the lake should be")
+    with pytest.raises(NoLakeError, match=r"not-a-folder is a file, not a lake folder$"):
+        Catalog(blocker)
+
+
+def test_lake_that_cannot_be_written_raises_push_error(catalog):
+    from tests.test_repair import CrashingLake
+
+    catalog.lake = CrashingLake(catalog.lake.uri, fail_on="raw")
     with pytest.raises(PushError) as caught:
-        Catalog(blocker).push({"items": [make_item()]})
+        catalog.push({"items": [make_item()]})
     assert caught.value.reason == "lake_write_failed"
     assert "nothing of this push was stored" in str(caught.value)
 
@@ -182,9 +189,11 @@ def test_raw_keeps_duplicate_keys_exactly_as_sent(catalog):
 def test_metrics_survive_a_re_push(catalog, clock):
     """likes and sales belong to the metrics feed; a product re-push keeps them."""
     catalog.push({"items": [make_item()]})
-    metrics = pa.table({"client_item_id": ["SKU-1"], "likes": pa.array([7], pa.int64())})
+    metrics = pa.table(
+        {"client_item_id": ["SKU-1"], "id_block": [0], "likes": pa.array([7], pa.int64())}
+    )
     for table in ("items", "records"):  # what the metrics feed does
-        catalog.lake.update_matched(table, metrics, {"likes": "s.likes"})
+        catalog.lake.update_matched(table, metrics, ["likes"])
     clock.now += timedelta(minutes=1)
     catalog.push({"items": [make_item(name="renamed")]})
     assert catalog.items()["likes"].tolist() == [7]

@@ -1,7 +1,14 @@
 """catalog-lake: product feeds in, validated flat search records out, on Delta Lake."""
 
 from .catalog import Catalog, PushRequest
-from .errors import CatalogLakeError, ErrorCode, LakeError, PushError
+from .errors import (
+    CatalogLakeError,
+    ErrorCode,
+    IngestError,
+    LakeError,
+    NoLakeError,
+    PushError,
+)
 from .records import Synonyms
 from .summary import FAILED_ITEMS_KEY, RESPONSE_KEYS, push_response
 
@@ -12,7 +19,9 @@ __all__ = [
     "Catalog",
     "CatalogLakeError",
     "ErrorCode",
+    "IngestError",
     "LakeError",
+    "NoLakeError",
     "PushError",
     "Synonyms",
     "push_response",

@@ -56,6 +56,7 @@ def backfill(
         A report: pushes and items replayed, records new / changed / unchanged,
         items that today's rules reject, and a few examples of changes.
     """
+    catalog.lake.require()
     started = time.perf_counter()
     where = _scope_sql(since, until, request_ids)
     pushes = catalog.lake.read(

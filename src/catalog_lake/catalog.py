@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import uuid
@@ -52,7 +51,7 @@ class _Push:
     @cached_property
     def digest(self) -> str:
         """SHA-256 of the items as received (what an idempotency key is bound to)."""
-        return payload_digest(self.parsed)
+        return self.parsed.digest()
 
 
 @dataclass(frozen=True)
@@ -364,9 +363,13 @@ class Catalog:
             except LakeError as exc:
                 raise _write_failed(exc, first.request_id, raw_written=first.replay) from exc
             try:
+                if not self._ensured:  # a push creates the lake it writes
+                    self.lake.ensure()
+                    self._ensured = True
                 # Under the writer lock: two pushes with one key cannot both pass.
                 earlier = self._earlier_pushes(pushes)
             except (DeltaError, OSError, LakeError) as exc:
+                self._ensured = False
                 raise _write_failed(exc, first.request_id, raw_written=first.replay) from exc
             responses: list[dict[str, Any] | None] = [None] * len(pushes)
             todo: list[int] = []
@@ -425,9 +428,6 @@ class Catalog:
             )
         ).astype("datetime64[us, UTC]")
         try:
-            if not self._ensured:
-                self.lake.ensure()
-                self._ensured = True
             if checked is None:
                 checked = check_group(parsed, request_ids, self.timings)
         except (DeltaError, OSError, LakeError) as exc:
@@ -694,6 +694,7 @@ class Catalog:
         Safe to run any number of times, alone or after a crash: each step of
         a push is idempotent under replay (see the write order in ``_ingest``).
         """
+        self.lake.require()
         responses = []
         with self.lake.writing():
             pending = self.interrupted()
@@ -748,7 +749,7 @@ class Catalog:
             "records",
             columns=columns,
             where=where,
-            order_by='CAST("object_id" AS BIGINT)',
+            order_by="object_id",
             limit=limit,
             as_of=as_of,
         )
@@ -772,7 +773,7 @@ class Catalog:
                         "timestamp": pd.Timestamp(commit.get("timestamp", 0), unit="ms", tz="UTC"),
                         "operation": commit.get("operation"),
                         "request_id": commit.get("catalog_lake.request_id"),
-                        "metrics": json.dumps(commit.get("operationMetrics", {}), default=str),
+                        "metrics": commit.get("operationMetrics", {}),
                     }
                 )
         frame = pd.DataFrame(
@@ -781,10 +782,18 @@ class Catalog:
         return frame.sort_values(["timestamp", "table"], ascending=False, ignore_index=True)
 
     def rejects(self) -> pd.DataFrame:
-        """Every rejected item with its request id, index and errors."""
-        return _pandas(self.lake.read("rejects")).sort_values(
+        """Every rejected item with its request id, index and errors.
+
+        Each error's ``value`` is the value as it was sent (the table keeps it
+        as JSON text, since a value can be of any JSON type).
+        """
+        frame = _pandas(self.lake.read("rejects")).sort_values(
             ["rejected_at", "index"], ignore_index=True
         )
+        frame["errors"] = frame["errors"].map(
+            lambda errors: [{**e, "value": _sent(e["value"])} for e in errors]
+        )
+        return frame
 
     def pushes(self) -> pd.DataFrame:
         """One row per push with its response counts and timing."""
@@ -900,13 +909,9 @@ def _check_key(key: Any) -> None:
         raise PushError("invalid_idempotency_key", "idempotency_key must be 1 to 256 characters")
 
 
-def payload_digest(parsed: ParsedPush) -> str:
-    """SHA-256 of the items as received, the same for dict, text or bytes input."""
-    digest = hashlib.sha256()
-    for text in parsed.item_json:
-        digest.update(text.encode("utf-8"))
-        digest.update(b"\n")
-    return digest.hexdigest()
+def _sent(value: str | None) -> Any:
+    """A reject's value, stored as JSON text, as it was sent."""
+    return None if value is None else json.loads(value)
 
 
 def _pandas(table: pa.Table) -> pd.DataFrame:

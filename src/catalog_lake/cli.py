@@ -17,12 +17,34 @@ import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from . import settings
 from .catalog import Catalog
 from .errors import CatalogLakeError
 
+
+class _OneLineErrors(TyperGroup):
+    """Every command ends a known failure with one line on stderr, never a traceback.
+
+    A ``CatalogLakeError`` exits 1 with its message; Ctrl-C exits 130 and says
+    how to resume (every write is an atomic Delta commit, and a re-run repairs
+    what was interrupted and skips what landed).
+    """
+
+    def invoke(self, ctx):  # noqa: D102 - see the class
+        try:
+            return super().invoke(ctx)
+        except CatalogLakeError as exc:
+            say_error(str(exc))
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            print("interrupted: run the same command again to resume", file=sys.stderr)
+            raise typer.Exit(130) from None
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="catalog-lake",
     help="Push product feeds into a Delta lake of flat search records, and read them back.",
     no_args_is_help=True,
@@ -30,6 +52,19 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+
+
+#: What ``records`` shows in a terminal without --columns: 25 columns do not fit one.
+DEFAULT_COLUMNS = (
+    "object_id",
+    "client_item_id",
+    "product_name",
+    "price",
+    "mrp",
+    "on_sale",
+    "inventory",
+    "brand",
+)
 
 
 def say_error(message: str) -> None:
@@ -42,11 +77,15 @@ LakeOption = Annotated[
     typer.Option(
         "--lake",
         envvar=settings.LAKE_ENV,
-        help=f"Lake folder or URI [default: ${settings.LAKE_ENV}, else ./lake].",
+        help=f"Lake folder or URI (default: ${settings.LAKE_ENV}, else ./lake).",
         show_default=False,
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+AlwaysJson = Annotated[
+    bool,
+    typer.Option("--json", help="Prints JSON either way; accepted like every command's --json."),
+]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -71,26 +110,33 @@ def _print_json(data: Any) -> None:
 @app.command()
 def push(
     files: Annotated[
-        list[Path], typer.Argument(help='Product-object JSON files ({"items": [...]}).')
+        list[str],
+        typer.Argument(
+            help="Feed files read as ingest reads them (.json, .jsonl, .ndjson, .gz of "
+            "either), or - for standard input.",
+            show_default=False,
+        ),
     ],
     lake: LakeOption = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 3 when any item of any push failed.")
     ] = False,
+    as_json: AlwaysJson = False,
 ) -> None:
     """Push each file as one push and print its push response as JSON."""
+    from .feeds import read_push
+
     catalog = _catalog(lake)
     whole_failures = 0
     item_failures = 0
     for path in files:
         try:
-            payload = path.read_bytes()
+            parsed = read_push(path)
+            response = catalog.push(parsed, source="-" if path == "-" else path)
         except OSError as exc:
-            say_error(f"{path}: {exc.strerror}")
+            say_error(f"{path}: {exc.strerror or exc}")
             whole_failures += 1
             continue
-        try:
-            response = catalog.push(payload, source=str(path))
         except CatalogLakeError as exc:
             say_error(f"{path}: {exc}")
             whole_failures += 1
@@ -148,19 +194,31 @@ def records(
         str | None,
         typer.Option(help='SQL condition, e.g. "on_sale AND price < 500" (read-only).'),
     ] = None,
-    columns: Annotated[str | None, typer.Option(help="Comma-separated columns to show.")] = None,
+    columns: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated columns to show, or '*' for all "
+            "[default: a readable set in a table, all with --json]."
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option(min=0, help="At most this many records.")] = 20,
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show flat search records, by service id."""
-    wanted = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    """Show flat search records, by service id (a readable set; --columns '*' for all)."""
+    if columns is None:
+        wanted = None if as_json else list(DEFAULT_COLUMNS)
+    elif columns.strip() == "*":
+        wanted = None
+    else:
+        wanted = [c.strip() for c in columns.split(",") if c.strip()]
     try:
         frame = _catalog(lake).query_records(where, wanted, limit, as_of)
     except CatalogLakeError as exc:
-        raise fail(str(exc), 2 if "unknown column" in str(exc) else 1) from None
+        usage = str(exc).startswith(("unknown column", "--where", "--as-of"))
+        raise fail(str(exc), 2 if usage else 1) from None
     _show(frame, as_json, f"records ({len(frame)} shown)")
 
 
@@ -171,7 +229,7 @@ def rejects(
     code: Annotated[
         str | None, typer.Option(help="Only items failing with this error code.")
     ] = None,
-    limit: Annotated[int, typer.Option(min=0)] = 50,
+    limit: Annotated[int, typer.Option(min=0, help="At most this many rejected items.")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Show rejected items with their error codes and messages."""
@@ -486,6 +544,7 @@ def check(
     fast: Annotated[
         bool, typer.Option("--fast", help="Skip comparing records with a derivation from raw.")
     ] = False,
+    as_json: AlwaysJson = False,
 ) -> None:
     """Verify the lake's invariants; exit 1 and list violations when any fails."""
     try:

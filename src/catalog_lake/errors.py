@@ -58,6 +58,25 @@ class LakeError(CatalogLakeError):
     """The lake could not be read, or holds something this version cannot use."""
 
 
+class IngestError(CatalogLakeError):
+    """An ingest run finished, but some feed files failed; ``summary`` is the run summary.
+
+    Everything else of the run was stored and recorded; the message names the
+    files that failed and why, so a scheduled run ends failed and alerts.
+    """
+
+    def __init__(self, summary: dict) -> None:
+        self.summary = summary
+        failed = summary["files"]["failed"]
+        named = "; ".join(f"{f['path']} ({f['status']}): {f['error']}" for f in failed[:3])
+        more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+        super().__init__(f"{len(failed)} feed file(s) failed: {named}{more}")
+
+
+class NoLakeError(LakeError):
+    """There is no lake at the path or URI given: nothing to read, repair or maintain."""
+
+
 def item_error(field: str, code: ErrorCode, message: str, value: Any = None) -> dict[str, Any]:
     """Build one entry of ``catalog_push_failed_items[*].errors``."""
     return {"field": field, "code": str(code), "message": message, "value": value}

@@ -15,15 +15,17 @@ import hashlib
 import json
 import logging
 import multiprocessing
+import sys
 import time
 import uuid
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -32,7 +34,14 @@ import pyarrow as pa
 from . import settings
 from .catalog import Catalog, Checked, PushRequest, StaleCheck, check_group
 from .errors import CatalogLakeError, LakeError, PushError
-from .parse import check_items, combine, decode_payload, parse_push, product_items
+from .parse import (
+    ParsedPush,
+    check_items,
+    combine,
+    decode_payload,
+    parse_push,
+    product_items,
+)
 from .schemas import FILES, RUNS
 from .summary import FAILED_ITEMS_KEY, SKIP_UNCHANGED, failure_codes, run_summary
 
@@ -239,21 +248,91 @@ def read_items(feed: FeedFile) -> list[dict[str, Any]]:
 
 def _read_feed(feed: FeedFile) -> tuple[list[dict[str, Any]], set[str]]:
     """The file's items, and what its decoder noted (``parse.decode_payload``)."""
-    data = feed.absolute.read_bytes()
-    if feed.path.lower().endswith(".gz"):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise PushError("invalid_json", f"not a readable gzip file: {exc}") from None
+    with feed.absolute.open("rb") as handle:
+        data = read_bounded(handle, gzipped=feed.path.lower().endswith(".gz"))
+    return feed_items(data, feed.path, bounded=False)
+
+
+def read_bounded(handle: BinaryIO, *, gzipped: bool) -> bytes:
+    """A feed's bytes, decompressed as a stream and refused once past ``MAX_PAYLOAD_BYTES``.
+
+    A 14 MB gzip that expands to 3 GiB is stopped after 256 MiB of output,
+    never held whole (issue 16). ``gzipped`` is the file's name; standard
+    input is recognized by gzip's magic bytes instead (``read_push``).
+
+    Raises:
+        PushError: too large (``payload_too_large``) or not a readable gzip stream.
+    """
+    limit = settings.MAX_PAYLOAD_BYTES
+    try:
+        if gzipped:
+            with gzip.GzipFile(fileobj=handle, mode="rb") as stream:
+                data = stream.read(limit + 1)
+        else:
+            data = handle.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise PushError("invalid_json", f"not a readable gzip file: {exc}") from None
+    if len(data) > limit:
+        what = "decompresses to" if gzipped else "holds"
+        raise PushError(
+            "payload_too_large",
+            f"the feed {what} more than {limit:,} bytes of JSON; split it into smaller files",
+        )
+    return data
+
+
+def feed_items(
+    data: bytes, name: str, *, bounded: bool = True
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """Items of a feed's bytes: JSON Lines for ``.jsonl``/``.ndjson`` names, else a product object.
+
+    ``bounded=False`` (a file pushed in batches) lifts the items-per-push
+    limit. An empty feed is refused as an empty push would be.
+    """
     notes: set[str] = set()
-    name = feed.path.lower().removesuffix(".gz")
+    name = name.lower().removesuffix(".gz")
     if name.endswith((".jsonl", ".ndjson")):
         items = list(_json_lines(data, notes))
-        check_items(
-            items, bounded=False
-        )  # the same answer as a push of these items: none is refused
+        check_items(items, bounded=bounded)
         return items, notes
-    return product_items(decode_payload(data, notes), "a .json feed", bounded=False), notes
+    return product_items(decode_payload(data, notes), "a .json feed", bounded=bounded), notes
+
+
+def read_push(path: str | Path, stdin: BinaryIO | None = None) -> ParsedPush:
+    """One feed file (or ``-``, standard input) as one push, read as ``ingest`` reads it.
+
+    ``.json``, ``.jsonl``/``.ndjson`` and ``.gz`` of either; standard input
+    is a product object unless its first value is an item (JSON Lines), and
+    gzipped when it starts with gzip's magic bytes.
+    """
+    if str(path) == "-":
+        handle = stdin if stdin is not None else sys.stdin.buffer
+        peek = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
+        data = read_bounded(handle, gzipped=peek == b"\x1f\x8b")
+        name = "-.json" if _looks_like_product_object(data) else "-.jsonl"
+    else:
+        with Path(path).open("rb") as handle:
+            data = read_bounded(handle, gzipped=str(path).lower().endswith(".gz"))
+        name = str(path)
+    items, notes = feed_items(data, name)
+    return parse_push(
+        {"items": items},
+        plain=not notes - {"repeated"},
+        repeats="repeated" in notes,
+        lossy="lossy" in notes,
+    )
+
+
+def _looks_like_product_object(data: bytes) -> bool:
+    """Whether standard input holds one product object (a JSON object with ``items``).
+
+    Anything else, a single item on one line included, is read as JSON Lines.
+    """
+    try:
+        value = decode_payload(data)
+    except PushError:
+        return False  # several values (JSON Lines), or broken: the JSON Lines reader says which
+    return isinstance(value, dict) and "items" in value
 
 
 def _json_lines(data: bytes, notes: set[str] | None = None) -> Iterator[dict[str, Any]]:
@@ -750,7 +829,7 @@ def ingest(
         detail_items,
         workers,
     )
-    record_files(catalog, plan_, results, flow_run_id)
+    _recorded(lambda: record_files(catalog, plan_, results, flow_run_id), "the files it read")
     summary = run_summary(
         plan_.run_id,
         results,
@@ -760,8 +839,36 @@ def ingest(
         skipped_reasons=plan_.reasons,
     )
     summary["repaired"] = repaired
-    record_run(catalog, "ingest", plan_.run_id, started_at, summary, flow_run_id)
+    _recorded(
+        lambda: record_run(catalog, "ingest", plan_.run_id, started_at, summary, flow_run_id),
+        "its summary",
+    )
     return summary
+
+
+def _recorded(write: Callable[[], None], what: str) -> None:
+    """Record the end of a run; a failure (a full disk) is one line, and nothing is lost.
+
+    The pushes that landed are in the lake under their batches' keys, so
+    running the same command again, once the lake can be written, skips them
+    (``already_stored``) and records the run.
+    """
+    try:
+        write()
+    except Exception as exc:
+        # OSError (ENOSPC, EROFS), our LakeError, or deltalake's own errors.
+        written = isinstance(exc, (OSError, LakeError))
+        if not written and type(exc).__module__.split(".")[0] != "deltalake":
+            raise
+        raise LakeError(
+            f"the run stored its pushes but could not record {what}: "
+            f"{_first_line(exc)}; run the same command again once the lake can be written"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def runs(catalog: Catalog, kind: str | None = None) -> pd.DataFrame:

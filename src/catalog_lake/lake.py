@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 import uuid
@@ -42,7 +43,7 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from . import settings
-from .errors import LakeError
+from .errors import LakeError, NoLakeError
 from .schemas import ADDED_COLUMNS, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
 #: Attempts for a write that loses a commit race (merge or block rewrite) before giving up.
@@ -72,7 +73,9 @@ class Lake:
     """A folder (or object-store prefix) of Delta tables with fixed schemas."""
 
     def __init__(self, uri: str | Path, storage_options: dict[str, str] | None = None) -> None:
-        self.uri = str(uri).rstrip("/")
+        self.uri = str(uri).rstrip("/") or "/"
+        if is_local(self.uri) and Path(self.uri.removeprefix("file://")).is_file():
+            raise NoLakeError(f"{self.uri} is a file, not a lake folder")
         self.storage_options = storage_options
         self._tables: dict[str, DeltaTable] = {}
         #: Tables known current during one hold of the writer lock (see ``table``).
@@ -84,6 +87,30 @@ class Lake:
 
     def __repr__(self) -> str:  # never show storage options: they may hold secrets
         return f"Lake({self.uri!r})"
+
+    def exists(self) -> bool:
+        """Whether a lake was created here (its ``pushes`` table exists)."""
+        if is_local(self.uri) and not Path(self.uri.removeprefix("file://")).is_dir():
+            return False
+        return self.table("pushes") is not None
+
+    def require(self) -> None:
+        """Refuse, in one line, to read or repair a lake that does not exist; create nothing.
+
+        Raises:
+            NoLakeError: nothing, a file, or a folder without a lake at ``uri``.
+        """
+        if self.exists():
+            return
+        folder = Path(self.uri.removeprefix("file://")) if is_local(self.uri) else None
+        if folder is not None and folder.exists() and not folder.is_dir():
+            raise NoLakeError(f"{self.uri} is a file, not a lake folder")
+        where = "folder holds no catalog-lake tables" if folder and folder.is_dir() else None
+        raise NoLakeError(
+            f"no lake at {self.uri}"
+            + (f" (the {where})" if where else "")
+            + "; push or ingest a feed to create one, or point --lake at an existing lake"
+        )
 
     @contextmanager
     def writing(self):
@@ -424,39 +451,39 @@ class Lake:
         self,
         name: str,
         data: pa.Table,
-        updates: dict[str, str],
+        columns: list[str],
         metadata: dict[str, str] | None = None,
-    ) -> dict[str, Any]:
-        """Update some columns of the rows whose ``client_item_id`` is in ``data``; never insert."""
-        return self._merge(name, data, metadata, lambda m: m.when_matched_update(updates=updates))
+    ) -> int:
+        """Set ``columns`` of the rows whose ``client_item_id`` is in ``data``; never insert.
 
-    def _merge(self, name: str, data: pa.Table, metadata, clauses) -> dict[str, Any]:
-        """Merge on ``client_item_id``, retrying a lost commit race with jittered backoff.
-
-        When the rows carry their partition (``id_block``), the predicate
-        names those blocks as literals: delta-rs then reads and rewrites only
-        them (5 updated items in a 100k-row table: 170 ms instead of 500 ms,
-        and the same at any table size) where a join predicate alone makes it
-        scan every file.
+        A null in ``data`` keeps the stored value. The rows' blocks are read,
+        changed in Arrow and written back with the table's declared schema
+        (``_rewrite_blocks``): a Delta merge wrote ``string_view`` columns,
+        which pyarrow's own readers could not filter until ``maintain``
+        compacted them (delta-rs 4579). Returns the rows changed.
         """
-        predicate = "t.client_item_id = s.client_item_id"
-        partitions = PARTITIONS.get(name, [])
-        if partitions == ["id_block"] and "id_block" in data.column_names:
-            predicate = f"t.{_blocks_predicate(data['id_block'])} AND {predicate}"
+        from deltalake import write_deltalake
+
+        predicate = _blocks_predicate(data["id_block"])
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             table = self.table(name)
             if table is None:
                 raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
-            merger = table.merge(
-                data,
-                predicate=predicate,
-                source_alias="s",
-                target_alias="t",
-                commit_properties=CommitProperties(custom_metadata=metadata or {}),
-            )
+            stored = self._read_blocks(name, table, predicate)
+            changed, count = _with_columns(stored, data, columns)
             try:
                 with self._changing(name):
-                    return clauses(merger).execute()
+                    write_deltalake(
+                        table,
+                        changed,
+                        mode="overwrite",
+                        predicate=predicate,
+                        partition_by=PARTITIONS[name],
+                        storage_options=self.storage_options,
+                        writer_properties=_writer_properties(name),
+                        commit_properties=CommitProperties(custom_metadata=metadata or {}),
+                    )
+                return count
             except CommitFailedError:
                 if attempt == MERGE_ATTEMPTS:
                     raise
@@ -520,6 +547,7 @@ class Lake:
         """
         table = self.table(name)
         if table is None:
+            self.require()  # no lake at all: say so rather than read nothing
             return TABLES[name].empty_table()
         reader = QueryBuilder().register(name, table).execute(sql or f'SELECT * FROM "{name}"')
         result = pa.RecordBatchReader.from_stream(reader).read_all()
@@ -537,13 +565,18 @@ class Lake:
         limit: int | None = None,
         as_of: int | str | None = None,
     ) -> pa.Table:
-        """Read-only SQL over one table, optionally as it was at a version or time.
+        """Rows of one table filtered by one SQL expression, optionally as they were.
 
-        ``where`` is a SQL boolean expression placed inside a SELECT that we
-        build; DataFusion runs a single statement only, so it cannot become a
-        COPY, INSERT or DDL. It still reads whatever the table holds, so
-        treat it as read access to the table.
+        ``where`` is parsed on its own as a single SQL expression (Polars SQL,
+        ``pl.sql_expr``) and applied as a filter: it is never pasted into a
+        query, so ``1=1) UNION ALL (SELECT ...`` is a syntax error in the
+        user's own text, not a second query. ``as_of`` is a version number, an
+        ISO date (midnight UTC) or an ISO date-time; a time before the table
+        existed, or a version it never had, is refused with what it has.
+        ``order_by`` names a column whose text sorts as a number (service ids).
         """
+        import polars as pl  # only reads with a filter or time travel pay its import
+
         schema = TABLES[name]
         columns = columns or schema.names
         unknown = [c for c in columns if c not in schema.names]
@@ -551,35 +584,69 @@ class Lake:
             raise LakeError(
                 f"unknown column(s) {', '.join(unknown)}; known: {', '.join(schema.names)}"
             )
-        if where is not None and ";" in where:
-            raise LakeError("--where takes one SQL expression; ';' is not allowed")
         table = self.table(name)
         if table is None:
+            self.require()
             return schema.empty_table().select(columns)
-        if as_of is not None:
-            try:
-                table = DeltaTable(self.path(name), storage_options=self.storage_options)
-                table.load_as_version(int(as_of) if str(as_of).isdigit() else str(as_of))
-            except (DeltaError, ValueError) as exc:
-                raise LakeError(f"cannot read {name} as of {as_of!r}: {exc}") from None
-        sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in columns)} FROM "{name}"'
-        if where:
-            sql += f"\nWHERE (\n{where}\n)"
+        version = self._version_as_of(name, table, as_of) if as_of is not None else None
+        frame = pl.scan_delta(
+            self.path(name), version=version, storage_options=self.storage_options
+        )
+        if where is not None and where.strip():
+            frame = frame.filter(_where_expression(where, schema))
         if order_by:
-            sql += f"\nORDER BY {order_by}"
+            frame = frame.sort(pl.col(order_by).cast(pl.Int64))
         if limit is not None:
-            sql += f"\nLIMIT {int(limit)}"
+            frame = frame.head(int(limit))
         try:
-            reader = QueryBuilder().register(name, table).execute(sql)
-            result = pa.RecordBatchReader.from_stream(reader).read_all()
-        except Exception as exc:  # DataFusion reports SQL errors as plain exceptions
-            raise LakeError(f"query on {name} failed: {str(exc).splitlines()[0]}") from None
+            result = frame.select(columns).collect().to_arrow()
+        except pl.exceptions.ColumnNotFoundError as exc:
+            missing = re.search(r'unable to find column "([^"]+)"', str(exc))
+            column = missing.group(1) if missing else _first_line(exc)
+            raise LakeError(
+                f"unknown column {column!r} in --where {where!r}; known: {', '.join(schema.names)}"
+            ) from None
+        except pl.exceptions.PolarsError as exc:
+            raise LakeError(f"--where {where!r} cannot be applied: {_first_line(exc)}") from None
         return _conform(result, schema, columns)
+
+    def _version_as_of(self, name: str, table: DeltaTable, as_of: int | str) -> int:
+        """The table version in force at ``as_of`` (a version, a date or a date-time)."""
+        latest = table.version()
+        text = str(as_of).strip()
+        if text.isdigit():
+            if int(text) > latest:
+                raise LakeError(
+                    f"{name} has versions 0 to {latest}; there is no version {text} yet"
+                )
+            return int(text)
+        try:
+            when = pd.Timestamp(text)
+        except ValueError:
+            raise LakeError(
+                f"--as-of takes a version number, a date (2026-11-25) or a date-time "
+                f"(2026-11-25T18:00:00Z); got {text!r}"
+            ) from None
+        when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+        commits = sorted(
+            (c["version"], pd.Timestamp(c["timestamp"], unit="ms", tz="UTC"))
+            for c in table.history()
+        )
+        created = commits[0][1]
+        if when < created:
+            raise LakeError(
+                f"the lake did not exist yet at {when.isoformat()}: its {name} table was "
+                f"created at {created.isoformat()}"
+            )
+        return max(v for v, at in commits if at <= when)
 
     def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
         """The latest commits of a table: version, time, operation, metrics."""
         table = self.table(name)
-        return [] if table is None else table.history(limit)
+        if table is None:
+            self.require()
+            return []
+        return table.history(limit)
 
     def scan(self, name: str, columns: list[str]) -> pa.Table:
         """Some columns of every current row, read straight from the table's files.
@@ -854,6 +921,30 @@ def _background() -> ThreadPoolExecutor:
     return _BACKGROUND
 
 
+def _with_columns(stored: pa.Table, data: pa.Table, columns: list[str]) -> tuple[pa.Table, int]:
+    """``stored`` with ``columns`` taken from ``data`` where its client_item_id matches.
+
+    Rows keep their order; a null in ``data`` keeps the stored value.
+    """
+    position = pa.array(np.arange(stored.num_rows), pa.int64())
+    keys = stored.select(["client_item_id"]).append_column("_row", position)
+    new = data.select(["client_item_id", *columns]).rename_columns(
+        ["client_item_id", *(f"_new_{c}" for c in columns)]
+    )
+    joined = keys.join(new, "client_item_id", join_type="inner")
+    rows = joined["_row"].to_numpy()
+    where = np.full(stored.num_rows, -1, dtype="int64")
+    where[rows] = np.arange(len(rows))
+    taken = pa.array(where, pa.int64(), mask=where < 0)  # null: the row is not in data
+    out = stored
+    for column in columns:
+        fresh = joined[f"_new_{column}"].take(taken)
+        field = stored.schema.field(column)
+        merged = pc.coalesce(fresh.cast(field.type), stored[column])
+        out = out.set_column(out.schema.get_field_index(column), field, merged)
+    return out, len(rows)
+
+
 def upserted(stored: pa.Table, data: pa.Table) -> tuple[pa.Table, dict[str, int]]:
     """``stored`` with ``data`` folded in by ``client_item_id``, and what happened to the rows.
 
@@ -913,6 +1004,23 @@ def sql_timestamp(value: datetime) -> str:
     stamp = pd.Timestamp(value)
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
     return f"TIMESTAMP '{stamp.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z'"
+
+
+def _where_expression(where: str, schema: pa.Schema):
+    """``where`` parsed alone as one SQL expression, or a ``LakeError`` about the user's text."""
+    import polars as pl
+
+    try:
+        return pl.sql_expr(where)
+    except pl.exceptions.PolarsError as exc:
+        message = _first_line(exc)
+        if "array_has" in message:
+            message += "; test a list with array_contains(tags, 'veg')"
+        raise LakeError(f"--where {where!r} is not one SQL expression: {message}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _conform(result: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:

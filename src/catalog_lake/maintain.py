@@ -65,6 +65,7 @@ def maintain(
     vacuum: bool = True,
 ) -> dict[str, Any]:
     """Re-price, compact and vacuum every table; return what was done."""
+    catalog.lake.require()
     started, started_at = time.perf_counter(), catalog.clock()
     catalog.lake.ensure()
     since = last_maintenance(catalog)

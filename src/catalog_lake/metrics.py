@@ -19,9 +19,17 @@ from .errors import CatalogLakeError
 
 METRICS_SCHEMA = pa.DataFrameSchema(
     {
-        "client_item_id": pa.Column(str, nullable=False, checks=pa.Check.str_length(min_value=1)),
-        "likes": pa.Column("Int64", nullable=True, checks=pa.Check.ge(0), required=False),
-        "sales": pa.Column("Int64", nullable=True, checks=pa.Check.ge(0), required=False),
+        # Each check carries the words a user reads (``error=``): its failure is
+        # reported as that, never as pandera's name for it.
+        "client_item_id": pa.Column(
+            str, nullable=False, checks=pa.Check.str_length(min_value=1, error="is blank")
+        ),
+        "likes": pa.Column(
+            "Int64", nullable=True, checks=pa.Check.ge(0, error="is negative"), required=False
+        ),
+        "sales": pa.Column(
+            "Int64", nullable=True, checks=pa.Check.ge(0, error="is negative"), required=False
+        ),
     },
     strict="filter",
     coerce=True,
@@ -60,9 +68,9 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
         METRICS_SCHEMA.validate(frame, lazy=True)
     except pa.errors.SchemaErrors as exc:
         for case in exc.failure_cases.dropna(subset=["index"]).itertuples(index=False):
-            bad.setdefault(int(case.index), []).append(
-                f"{case.column}: {case.check} ({case.failure_case})"
-            )
+            check = "is missing" if case.check == "not_nullable" else case.check
+            shown = "" if pd.isna(case.failure_case) else f" ({case.failure_case!r})"
+            bad.setdefault(int(case.index), []).append(f"{case.column}: {check}{shown}")
     frame = METRICS_SCHEMA.validate(frame.drop(index=list(bad)), lazy=False)
     # Rows are numbered as a spreadsheet shows them: the header is row 1.
     invalid = [{"row": i + 2, "errors": errs} for i, errs in sorted(bad.items())]
@@ -71,6 +79,7 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
 
 def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
     """Update likes and sales of known items from ``path``; report the rest."""
+    catalog.lake.require()
     frame, invalid = load_metrics(path)
     rows = len(frame) + len(invalid)
     frame = frame.drop_duplicates("client_item_id", keep="last")
@@ -94,11 +103,10 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
             }
             | {c: pa_.array(frame[c], pa_.int64(), from_pandas=True) for c in columns}
         )
-        updates = {c: f"coalesce(s.{c}, t.{c})" for c in columns}
         with catalog.lake.writing():
             for table in ("items", "records"):
                 catalog.lake.update_matched(
-                    table, source, updates, {"catalog_lake.operation": "metrics"}
+                    table, source, columns, {"catalog_lake.operation": "metrics"}
                 )
         updated = len(frame)
     return {

@@ -7,6 +7,7 @@ lay it out in columns. Everything after it works on whole columns.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -125,6 +126,28 @@ class ParsedPush:
     item_json: list[str]
     frame: pd.DataFrame
     errors: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    #: ``digest()``, once computed (kept by ``received_only``).
+    content_digest: str | None = None
+
+    def digest(self) -> str:
+        """SHA-256 of the items' content, bound to what was sent and not to how it was spelled.
+
+        Each item is written canonically (keys sorted at every level, numbers
+        as sent), so the same items with their keys in another order are the
+        same push under an idempotency key, and a dict, text or bytes payload
+        of the same items digest alike.
+        """
+        if self.content_digest is None:
+            items = self.items or [
+                json.loads(text, object_pairs_hook=_pairs_hook, parse_float=JsonFloat)
+                for text in self.item_json
+            ]
+            digest = hashlib.sha256()
+            for item in items:
+                digest.update(canonical_json(item))
+                digest.update(b"\n")
+            self.content_digest = digest.hexdigest()
+        return self.content_digest
 
     def received_only(self) -> ParsedPush:
         """The push without its decoded items and frame: what writing needs once it is checked.
@@ -133,7 +156,38 @@ class ParsedPush:
         themselves travel as typed columns (``catalog.Checked``).
         """
         empty = pd.DataFrame(index=pd.RangeIndex(len(self.item_json)))
-        return ParsedPush(items=[], item_json=self.item_json, frame=empty, errors=self.errors)
+        return ParsedPush(
+            items=[],
+            item_json=self.item_json,
+            frame=empty,
+            errors=self.errors,
+            content_digest=self.digest(),
+        )
+
+
+def canonical_json(item: Any) -> bytes:
+    """``item`` as JSON with sorted keys, numbers as sent: the same bytes for the same content."""
+    try:
+        return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        # JsonFloat, integers past 64 bits, lone surrogates: always this path for such content.
+        return _canonical(item).encode("utf-8", "surrogatepass")
+
+
+def _canonical(value: Any) -> str:
+    if isinstance(value, dict):
+        pairs = value.pairs if isinstance(value, _DuplicateKeys) else list(value.items())
+        body = ",".join(f"{json.dumps(k)}:{_canonical(v)}" for k, v in sorted(pairs, key=_key))
+        return "{" + body + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_canonical(v) for v in value) + "]"
+    if isinstance(value, JsonFloat):
+        return value.text
+    return json.dumps(value)
+
+
+def _key(pair: tuple[str, Any]) -> str:
+    return pair[0]
 
 
 def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from catalog_lake import RESPONSE_KEYS, Catalog
+from catalog_lake import RESPONSE_KEYS, Catalog, IngestError
 
 FEEDS = Path(__file__).parents[2] / "data" / "feeds"
 
@@ -23,10 +23,16 @@ def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefec
     (source / "broken.json").write_text('{"items": [')
     lake = str(tmp_path / "lake")
 
-    summary = ingest(source=str(source), lake=lake, batch_size=1)
+    state = ingest(source=str(source), lake=lake, batch_size=1, return_state=True)
 
+    # A bad file fails the run, so a scheduled deployment alerts; all else is stored.
+    assert state.is_failed()
+    assert "1 feed file(s) failed: broken.json (invalid)" in state.message
+    error = state.result(raise_on_failure=False)
+    assert isinstance(error, IngestError)
+    summary = error.summary
     assert list(summary)[:5] == list(RESPONSE_KEYS)
-    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4}
+    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
     assert [f["path"] for f in summary["files"]["failed"]] == ["broken.json"]
     assert summary["flow_run_id"]
     catalog = Catalog(lake)
@@ -54,7 +60,13 @@ def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefec
     assert f"# Ingest run `{summary['catalog_push_request_id']}`" in artifact["data"]
     assert "| `broken.json` | invalid |" in artifact["data"]
 
-    again = ingest(source=str(source), lake=lake)
+    again = ingest(source=str(source), lake=lake, fail_on_bad_files=False, return_state=True)
+    assert again.is_completed()
+    again = again.result()
     assert again["files"]["ingested"] == []
     assert sorted(again["files"]["skipped"]) == sorted(p.name for p in source.glob("*.json"))
+    assert again["files"]["skipped_reasons"] == {
+        "ingested before and unchanged": 6,
+        "failed before and unchanged (fix it, or use --force)": 1,
+    }
     assert len(Catalog(lake).pushes()) == 13
