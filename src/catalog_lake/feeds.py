@@ -12,6 +12,7 @@ import dataclasses
 import gc
 import gzip
 import hashlib
+import io
 import json
 import logging
 import multiprocessing
@@ -307,8 +308,9 @@ def read_push(path: str | Path, stdin: BinaryIO | None = None) -> ParsedPush:
     """
     if str(path) == "-":
         handle = stdin if stdin is not None else sys.stdin.buffer
-        peek = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
-        data = read_bounded(handle, gzipped=peek == b"\x1f\x8b")
+        data = read_bounded(handle, gzipped=False)
+        if data.startswith(b"\x1f\x8b"):  # gzip's magic bytes
+            data = read_bounded(io.BytesIO(data), gzipped=True)
         name = "-.json" if _looks_like_product_object(data) else "-.jsonl"
     else:
         with Path(path).open("rb") as handle:

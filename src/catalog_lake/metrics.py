@@ -60,9 +60,9 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
             numbers = pd.to_numeric(frame[column], errors="coerce")
             whole = numbers.notna() & (numbers == numbers.round())
             for index in frame.index[given & ~whole]:
-                bad.setdefault(int(index), []).append(
-                    f"{column}: not a whole number ({frame.at[index, column]!r})"
-                )
+                value = frame.at[index, column]
+                value = value.item() if hasattr(value, "item") else value  # numpy scalar
+                bad.setdefault(int(index), []).append(f"{column}: not a whole number ({value!r})")
             frame[column] = numbers.where(given & whole, None)
     try:
         METRICS_SCHEMA.validate(frame, lazy=True)
