@@ -45,3 +45,76 @@ def test_readme_example_runs(lake_here, index, capsys):
     if index == 2:
         names = set(namespace["cheap_veg"]["product_name"].to_list())
         assert names == {"Paneer Tikka", "Aashirvaad Whole Wheat Atta 5 kg", "Toor Dal 1 kg"}
+
+
+# --- the README's shell sessions, run as written ------------------------------------
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+VARYING = [
+    (UUID, "<uuid>"),
+    (re.compile(r"\(\d[\d,]* items/s\)"), "(<n> items/s)"),  # progress lines
+    (re.compile(r"\| [\d.]+ \| (?:[\d.]+|-) \|$", re.M), "| <seconds> | <rate> |"),  # summary row
+    (re.compile(r'"duration_s": [\d.]+'), '"duration_s": <seconds>'),
+]
+
+
+def _normalized(text: str) -> str:
+    for pattern, replacement in VARYING:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _sessions() -> list[list[tuple[str, str]]]:
+    """Console blocks made only of catalog-lake commands: [(command, expected output)]."""
+    sessions = []
+    for block in re.findall(r"```console\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+        steps: list[tuple[str, list[str]]] = []
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:], []))
+            elif steps:
+                steps[-1][1].append(line)
+        if steps and all(command.startswith("catalog-lake ") for command, _ in steps):
+            sessions.append([(command, "\n".join(lines)) for command, lines in steps])
+    return sessions
+
+
+def _matches(expected: str, actual: str) -> bool:
+    """``actual`` is ``expected``, where a line ``...`` stands for any lines."""
+    parts = [re.escape(part) for part in _normalized(expected).split("\n...\n")]
+    pattern = r"(?:.*\n)*?".join(
+        p if i == len(parts) - 1 else p + r"\n" for i, p in enumerate(parts)
+    )
+    if expected.endswith("\n..."):
+        pattern = pattern.removesuffix(re.escape("\n...")) + r"(?:\n.*)*"
+    return re.fullmatch(pattern, _normalized(actual).rstrip("\n")) is not None
+
+
+def test_the_readme_has_shell_sessions_to_check():
+    assert len(_sessions()) >= 1
+    assert sum(len(session) for session in _sessions()) >= 6
+
+
+@pytest.mark.parametrize("number", range(len(_sessions())))
+def test_readme_shell_session_prints_what_it_shows(tmp_path, number):
+    import os
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(ROOT / "data", tmp_path / "data")
+    env = {k: v for k, v in os.environ.items() if k != "CATALOG_LAKE_URI"}
+    binary = str(Path(sys.executable).parent / "catalog-lake")
+    for command, expected in _sessions()[number]:
+        arguments = shlex.split(command)
+        done = subprocess.run(
+            [binary, *arguments[1:]],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=120,
+        )
+        assert _matches(expected, done.stdout), f"$ {command}\n{done.stdout}"

@@ -378,7 +378,7 @@ class _progress:
                 again = info.get("already_stored") or 0
                 note = f", {again:,} already stored by an interrupted run" if again else ""
                 print(
-                    f"{info['file']}: {info['status']}, {info['items']:,} items{note} "
+                    f"{info['file']}: {info['status']}, {_count(info['items'], 'item')}{note} "
                     f"({rate} items/s)",
                     file=sys.stderr,
                 )
@@ -397,6 +397,10 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
 def _plan_line(info: dict[str, Any]) -> str:
