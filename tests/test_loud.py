@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 from typer.testing import CliRunner
 
-from catalog_lake import Catalog, PushError, settings
+from catalog_lake import Catalog, LakeError, PushError, settings
 from catalog_lake.backfill import backfill
 from catalog_lake.cli import app
 from catalog_lake.feeds import ingest, read_push
@@ -444,3 +444,51 @@ def test_as_of_says_clearly_what_the_lake_held_then(run, as_of, message):
     assert result.exit_code in (1, 2)
     assert result.stderr.startswith(f"catalog-lake: error: {message}")
     assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 3 MB tmpfs, where the machine lets the tests mount one (root, CAP_SYS_ADMIN)."""
+    import subprocess
+
+    mountpoint = tmp_path / "disk"
+    mountpoint.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=False)
+
+
+def test_a_real_full_disk_stops_the_run_in_one_line_and_a_rerun_finishes(small_disk, tmp_path):
+    import subprocess
+
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    for number in range(12):  # about 4 MB of feed, incompressible descriptions
+        items = [
+            make_item(client_item_id=f"F{number}-{i}", description=os.urandom(200).hex())
+            for i in range(300)
+        ]
+        (feeds / f"f{number:02d}.json").write_text(json.dumps({"items": items}))
+    lake = small_disk / "lake"
+
+    with pytest.raises(LakeError) as caught:
+        ingest(Catalog(lake), feeds)
+    assert str(caught.value) == (
+        f"the lake's disk is full ({lake}): the pushes that landed are kept; "
+        "free some space and run the same command again"
+    )
+
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+    catalog = Catalog(lake)
+    summary = ingest(catalog, feeds)
+    assert summary["totals"]["received"] == 3_600  # no file was recorded: all are read again
+    assert len(catalog.items()) == 3_600
+    assert catalog.check(derive=False)["ok"]

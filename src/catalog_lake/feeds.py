@@ -509,6 +509,14 @@ class _GroupWriter:
                 requests, flow_run_id=self.flow_run_id, checked=checked, replayed=replayed
             )
         except PushError as exc:
+            if _disk_full(exc):
+                # A full disk does not clear up mid-run: stop at once, in one line, rather
+                # than fail every remaining group. Interrupted pushes are repaired and the
+                # files not recorded are read again by the next run.
+                raise LakeError(
+                    f"the lake's disk is full ({self.catalog.lake.uri}): the pushes that "
+                    "landed are kept; free some space and run the same command again"
+                ) from None
             for result, _ in group:
                 result.status, result.error = "error", str(exc)
         else:
@@ -866,6 +874,12 @@ def _recorded(write: Callable[[], None], what: str) -> None:
             f"the run stored its pushes but could not record {what}: "
             f"{_first_line(exc)}; run the same command again once the lake can be written"
         ) from None
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether a lake write failed for want of space (ENOSPC, however deltalake words it)."""
+    text = str(exc)
+    return "No space left on device" in text or "os error 28" in text
 
 
 def _first_line(exc: BaseException) -> str:
