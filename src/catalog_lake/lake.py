@@ -389,33 +389,44 @@ class Lake:
         pushes keep touching stays one file instead of collecting them. A
         lost commit race re-reads the blocks and tries again.
         """
-        from deltalake import write_deltalake
-
         predicate = _blocks_predicate(data["id_block"])
         # Wait for the read-ahead before touching the table: it uses the same object.
         ahead = prefetched.result() if prefetched is not None else None
-        for attempt in range(1, MERGE_ATTEMPTS + 1):
-            table = self.table(name)
-            if table is None:
-                raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
-            folded = None
+
+        def fold(table: DeltaTable) -> tuple[pa.Table, dict[str, int]]:
+            nonlocal ahead
             if ahead is not None:
                 version, read_predicate, read_data, combined, counts = ahead
-                ahead = None
+                ahead = None  # a retry after a lost race reads the blocks again
                 if (
                     version == table.version()
                     and read_predicate == predicate
                     and read_data.equals(data)
                 ):
-                    folded = combined, counts
-            if folded is None:
-                folded = upserted(self._read_blocks(name, table, predicate), data)
-            combined, counts = folded
+                    return combined, counts
+            return upserted(self._read_blocks(name, table, predicate), data)
+
+        return self._overwrite_blocks(name, predicate, fold, metadata)
+
+    def _overwrite_blocks(self, name: str, predicate: str, change, metadata) -> Any:
+        """Overwrite the id blocks ``predicate`` names with ``change(table)``'s rows, in one commit.
+
+        ``change`` returns the blocks' new rows and a result to hand back. A
+        lost commit race (another writer changed the table) reads the blocks
+        again and retries, with jittered backoff, ``MERGE_ATTEMPTS`` times.
+        """
+        from deltalake import write_deltalake
+
+        for attempt in range(1, MERGE_ATTEMPTS + 1):
+            table = self.table(name)
+            if table is None:
+                raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
+            rows, result = change(table)
             try:
                 with self._changing(name):
                     write_deltalake(
                         table,
-                        combined,
+                        rows,
                         mode="overwrite",
                         predicate=predicate,
                         partition_by=PARTITIONS[name],
@@ -423,7 +434,7 @@ class Lake:
                         writer_properties=_writer_properties(name),
                         commit_properties=CommitProperties(custom_metadata=metadata or {}),
                     )
-                return counts
+                return result
             except CommitFailedError:
                 if attempt == MERGE_ATTEMPTS:
                     raise
@@ -462,33 +473,12 @@ class Lake:
         which pyarrow's own readers could not filter until ``maintain``
         compacted them (delta-rs 4579). Returns the rows changed.
         """
-        from deltalake import write_deltalake
-
         predicate = _blocks_predicate(data["id_block"])
-        for attempt in range(1, MERGE_ATTEMPTS + 1):
-            table = self.table(name)
-            if table is None:
-                raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
-            stored = self._read_blocks(name, table, predicate)
-            changed, count = _with_columns(stored, data, columns)
-            try:
-                with self._changing(name):
-                    write_deltalake(
-                        table,
-                        changed,
-                        mode="overwrite",
-                        predicate=predicate,
-                        partition_by=PARTITIONS[name],
-                        storage_options=self.storage_options,
-                        writer_properties=_writer_properties(name),
-                        commit_properties=CommitProperties(custom_metadata=metadata or {}),
-                    )
-                return count
-            except CommitFailedError:
-                if attempt == MERGE_ATTEMPTS:
-                    raise
-                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
-        raise AssertionError("unreachable")
+
+        def change(table: DeltaTable) -> tuple[pa.Table, int]:
+            return _with_columns(self._read_blocks(name, table, predicate), data, columns)
+
+        return self._overwrite_blocks(name, predicate, change, metadata)
 
     def checkpoint(self, names: Any = None) -> list[str]:
         """Write a Delta checkpoint of every table with commits since its last one.
