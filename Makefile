@@ -37,11 +37,11 @@ ITEMS ?= 100000
 WORKERS ?= 0
 REPEAT ?= 1
 bench: setup
-	$(BIN)/catalog-lake bench --items $(ITEMS) --workers $(WORKERS) --repeat $(REPEAT) \
+	$(BIN)/python -m bench --items $(ITEMS) --workers $(WORKERS) --repeat $(REPEAT) \
 		--record bench/results.md
 
 lint: setup
-	$(BIN)/ruff check src flows tests
+	$(BIN)/ruff check src flows tests bench
 
 clean:
 	rm -rf $(VENV) $(LAKE) .pytest_cache

@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from bench import synth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog_lake import clean, synth
+from catalog_lake import clean
 from catalog_lake.catalog import check_group
 from catalog_lake.parse import parse_push
 from catalog_lake.records import _slug, typed_items

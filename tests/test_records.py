@@ -204,10 +204,14 @@ def test_categories_drop_repeats(catalog):
 
 def test_the_fast_flat_frame_equals_the_value_by_value_one():
     """Big pushes are flattened by pandas from the dicts; the result must not change."""
-    from catalog_lake import synth
+    import json
+
+    from bench import synth
+
     from catalog_lake.parse import flatten
 
-    items = list(synth.items(300, dirty_fraction=0.2)) + [
+    # Without NaN, which only the value-by-value path marks (the fast one is not used then).
+    items = [i for i in synth.items(300, dirty_fraction=0.2) if "NaN" not in json.dumps(i)] + [
         {"client_item_id": "x", "inventory_info": "oops", "attributes": {"a": 1, "b": True}},
         {"client_item_id": "y", "inventory_info": None, "pricing_info": {"mrp": 5}, "z": [1]},
         {"client_item_id": "w", "attributes": {}, "pricing_info": {"mrp": 2**70}},

@@ -149,7 +149,8 @@ class Catalog:
     Args:
         lake: a folder or URI holding the tables; defaults to ``$CATALOG_LAKE_URI``,
             else ``./lake``.
-        synonyms: the synonym list; defaults to ``data/synonyms.txt``.
+        synonyms: a synonym list file; defaults to ``$CATALOG_LAKE_SYNONYMS``, else the
+            list shipped in the package.
         storage_options: passed to deltalake for object stores; never logged.
         clock: the time source, for the price rule and timestamps (tests pin it).
     """

@@ -9,11 +9,13 @@ when it passes the same instant.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property, lru_cache
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -241,14 +243,23 @@ def first_element(lists: pa.ListArray) -> pa.Array:
 
 @dataclass(frozen=True)
 class Synonyms:
-    """Groups of equivalent search terms, one group a line in ``data/synonyms.txt``."""
+    """Groups of equivalent search terms, one comma-separated group a line."""
 
     groups: tuple[tuple[str, ...], ...]
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Synonyms:
-        """Read a synonym list (cached per path); the default is data/synonyms.txt."""
-        return _load_synonyms(str(path or _synonyms_path()))
+        """Read a synonym list (cached per path).
+
+        The default is ``$CATALOG_LAKE_SYNONYMS`` when set, else the list that
+        ships inside the package (``catalog_lake/synonyms.txt``), so an
+        install from a wheel finds it wherever it runs.
+        """
+        path = path or os.environ.get(settings.SYNONYMS_ENV)
+        if path:
+            return _load_synonyms(Path(path).read_text(encoding="utf-8"))
+        packaged = resources.files("catalog_lake").joinpath("synonyms.txt")
+        return _load_synonyms(packaged.read_text(encoding="utf-8"))
 
     @cached_property
     def pattern(self) -> re.Pattern[str] | None:
@@ -268,15 +279,10 @@ class Synonyms:
         return out
 
 
-def _synonyms_path() -> Path:
-    packaged = Path(__file__).with_name("synonyms.txt")
-    return packaged if packaged.exists() else settings.DEFAULT_SYNONYMS
-
-
 @lru_cache(maxsize=8)
-def _load_synonyms(path: str) -> Synonyms:
+def _load_synonyms(text: str) -> Synonyms:
     groups = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         line = line.split("#", 1)[0]
         terms = tuple(dict.fromkeys(t.strip().lower() for t in line.split(",") if t.strip()))
         if len(terms) > 1:

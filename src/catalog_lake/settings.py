@@ -7,7 +7,6 @@ in the README's data contract.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 #: Environment variable that names the lake when none is given.
 LAKE_ENV = "CATALOG_LAKE_URI"
@@ -36,8 +35,8 @@ ID_BLOCK_SIZE = 2_048
 #: A time_to_ship at or under this many seconds earns the fast-shipping tag.
 FAST_SHIPPING_SECONDS = 24 * 3600
 
-#: Where the synonym groups live, unless a Catalog is given another list.
-DEFAULT_SYNONYMS = Path(__file__).resolve().parents[2] / "data" / "synonyms.txt"
+#: Environment variable naming a synonym list to use instead of the packaged one.
+SYNONYMS_ENV = "CATALOG_LAKE_SYNONYMS"
 
 
 def default_lake_uri() -> str:

@@ -39,21 +39,38 @@ DOMAINS = {
 COLOURS = ["Black", "White", "Red", "Blue", "Green", "Graphite", "Beige", "Maroon"]
 SIZES = ["S", "M", "L", "XL", "500 g", "1 kg", "5 kg", "128 GB"]
 BOOLEANS = [True, False, "true", "false", "yes", "no", "1", "0"]
+#: One realistic defect per dirty item: (where, key, value, the code it must earn). The
+#: second half are JSON-kind defects, which a parser that stringifies kinds would miss.
+REPEAT = object()  # the key is sent twice (write_feed spells it out in the JSON text)
 DEFECTS = (
-    ("attributes", "returnable", "maybe"),
-    ("attributes", "return_window", "7 days"),
-    ("attributes", "time_to_ship", "NA"),
-    ("pricing_info", "mrp", "₹1,299"),
-    ("pricing_info", "sale_price", "12.345"),
-    ("inventory_info", "qty", "-3"),
-    ("item", "name", ""),
-    ("item", "images", ["ftp://img.example.com/x.jpg"]),
-    ("attributes", "is_veg", True),
-    ("pricing_info", "discount_start_date", "31/12/2026"),
+    ("attributes", "returnable", "maybe", "invalid_boolean"),
+    ("attributes", "return_window", "7 days", "invalid_duration"),
+    ("attributes", "time_to_ship", "NA", "invalid_duration"),
+    ("pricing_info", "mrp", "₹1,299", "invalid_price"),
+    ("pricing_info", "sale_price", "12.345", "invalid_price"),
+    ("inventory_info", "qty", "-3", "invalid_count"),
+    ("item", "name", "", "missing_required_field"),
+    ("item", "images", ["ftp://img.example.com/x.jpg"], "invalid_url"),
+    ("pricing_info", "discount_start_date", "31/12/2026", "invalid_date"),
+    ("item", "client_item_id", REPEAT, "duplicate_key"),
+    ("attributes", "is_veg", True, "invalid_string"),
+    ("attributes", "brand", ["Amul", "Britannia"], "invalid_string"),
+    ("item", "description", {"text": "nested"}, "invalid_string"),
+    ("pricing_info", "mrp", 12.345, "invalid_price"),
+    ("pricing_info", "sale_price", float("nan"), "invalid_price"),
+    ("inventory_info", "qty", 10**19, "invalid_count"),
+    ("item", "images", "https://img.example.com/one.jpg", "invalid_list"),
+    ("attributes", "returnable", [True], "invalid_boolean"),
 )
 
 
-def item(number: int, rng: random.Random, dirty: bool = False, version: int = 0) -> dict[str, Any]:
+def item(
+    number: int,
+    rng: random.Random,
+    dirty: bool = False,
+    version: int = 0,
+    dirty_fraction: float = 0.05,
+) -> dict[str, Any]:
     """One synthetic item; ``version`` changes price and stock for update scenarios."""
     category = list(DOMAINS)[number % len(DOMAINS)]
     names, brands = DOMAINS[category]
@@ -118,9 +135,37 @@ def item(number: int, rng: random.Random, dirty: bool = False, version: int = 0)
         },
     }
     if dirty:
-        where, key, value = DEFECTS[number % len(DEFECTS)]
-        (product if where == "item" else product[where])[key] = value
+        where, key, value, _ = defect_of(number, dirty_fraction)
+        if value is REPEAT:
+            product[REPEATED] = key
+        else:
+            (product if where == "item" else product[where])[key] = value
     return product
+
+
+#: Marks an item whose key ``product[REPEATED]`` must appear twice in its JSON text.
+REPEATED = "__repeated_key__"
+
+
+def defect_of(number: int, dirty_fraction: float = 0.05) -> tuple[str, str, object, str]:
+    """The defect of dirty item ``number``: the dirty items take the defects in turn.
+
+    Dirty items are every ``1 / dirty_fraction``-th; numbering the defects by the
+    dirty item's rank (not by ``number`` itself, whose remainder is then always
+    the same) makes every kind of defect appear.
+    """
+    step = int(1 / dirty_fraction) if dirty_fraction > 0 else 1
+    return DEFECTS[(number // step) % len(DEFECTS)]
+
+
+def to_json(item: dict[str, Any]) -> str:
+    """An item as JSON text, with its repeated key spelled out twice where it has one."""
+    repeated = item.get(REPEATED)
+    if repeated is None:
+        return json.dumps(item, ensure_ascii=False)
+    item = {k: v for k, v in item.items() if k != REPEATED}
+    text = json.dumps(item, ensure_ascii=False)
+    return "{" + json.dumps(repeated) + ": " + json.dumps(item[repeated]) + ", " + text[1:]
 
 
 def items(
@@ -130,7 +175,8 @@ def items(
     rng = random.Random(seed * 1_000_003 + start + version)
     step = int(1 / dirty_fraction) if dirty_fraction > 0 else 0
     for number in range(start, start + count):
-        yield item(number, rng, dirty=bool(step) and number % step == step - 1, version=version)
+        dirty = bool(step) and number % step == step - 1
+        yield item(number, rng, dirty=dirty, version=version, dirty_fraction=dirty_fraction)
 
 
 def write_feed(
@@ -144,14 +190,31 @@ def write_feed(
     version: int = 0,
     prefix: str = "feed",
 ) -> list[Path]:
-    """Write ``count`` items as product-object JSON files of ``per_file`` items each."""
+    """Write ``count`` items as product-object JSON files of ``per_file`` items each.
+
+    Items that repeat a key go to a file of their own, ``{prefix}-repeated-keys.json``,
+    written last: DuckDB refuses to read a file holding one, so the benchmark's
+    baseline leaves that file out (``REPEATS_FILE``), about 1 item in 360.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
+    repeats: list[dict[str, Any]] = []
     generated = items(count, start=start, dirty_fraction=dirty_fraction, seed=seed, version=version)
     for index in range(0, count, per_file):
         batch = [next(generated) for _ in range(min(per_file, count - index))]
-        path = folder / f"{prefix}-{start + index:09d}.json"
-        path.write_text(json.dumps({"items": batch}, ensure_ascii=False), encoding="utf-8")
-        paths.append(path)
+        repeats += [i for i in batch if REPEATED in i]
+        batch = [i for i in batch if REPEATED not in i]
+        paths.append(_write(folder / f"{prefix}-{start + index:09d}.json", batch))
+    if repeats:
+        paths.append(_write(folder / f"{prefix}-{REPEATS_FILE}", repeats))
     return paths
+
+
+#: The name ending of the file that holds the items repeating a key.
+REPEATS_FILE = "repeated-keys.json"
+
+
+def _write(path: Path, batch: list[dict[str, Any]]) -> Path:
+    path.write_text('{"items": [' + ", ".join(map(to_json, batch)) + "]}", encoding="utf-8")
+    return path

@@ -1,0 +1,62 @@
+"""A wheel built from the project works outside the checkout: the synonym list ships inside it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_a_wheel_runs_an_ingest_away_from_the_checkout(tmp_path):
+    # A clean copy of the sources: a build folder left in the checkout must not leak in.
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", "lake", "__pycache__"
+        ),
+    )
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path / "dist"), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("catalog_lake-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "catalog_lake/synonyms.txt" in names
+    assert not any(
+        name.startswith(("bench/", "catalog_lake/bench", "catalog_lake/synth")) for name in names
+    )
+
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    feed = elsewhere / "feed.json"
+    feed.write_text((ROOT / "data" / "feeds" / "grocery.json").read_text())
+    script = (
+        "import catalog_lake, json\n"
+        "from catalog_lake.feeds import ingest\n"
+        "assert 'site' in catalog_lake.__file__, catalog_lake.__file__\n"
+        "catalog = catalog_lake.Catalog('lake')\n"
+        "summary = ingest(catalog, 'feed.json')\n"
+        "print(json.dumps(catalog.records()['synonyms'].map(list).tolist()))\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=elsewhere,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    synonyms = json.loads(ran.stdout)
+    assert any(synonyms), synonyms  # the packaged list was found and used
