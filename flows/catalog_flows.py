@@ -28,24 +28,25 @@ from prefect.runtime import flow_run  # noqa: E402
 from catalog_lake import (  # noqa: E402
     Catalog,
     IngestError,
+    LakeError,
     PushError,
     feeds,  # noqa: E402
 )
 from catalog_lake import backfill as backfill_lib  # noqa: E402
 from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
-from catalog_lake.summary import run_summary, summary_markdown  # noqa: E402
+from catalog_lake.summary import summary_markdown  # noqa: E402
 
 IO_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30]}
 
 
 def _lake_failure(task, task_run, state) -> bool:
-    """Retry only what a retry can fix: lake I/O, not a bad file."""
+    """Retry only what a retry can fix: the lake could not be read or written, not a bad file."""
     try:
         state.result()
     except PushError as exc:
         return exc.reason == "lake_write_failed"
-    except OSError:
+    except (LakeError, OSError):
         return True
     except Exception:  # noqa: BLE001 - anything else is not transient
         return False
@@ -56,81 +57,40 @@ def _lake_failure(task, task_run, state) -> bool:
 # their inputs are cheap to pass and must not be hashed.
 
 
-@task(name="repair", cache_policy=NONE, **IO_RETRIES)
-def repair_task(lake: str | None) -> list[str]:
-    """Create the lake if it is new, then finish pushes a killed run left between commits."""
-    catalog = Catalog(lake)
-    catalog.lake.ensure()
-    return [r["catalog_push_request_id"] for r in catalog.repair()]
-
-
-@task(name="plan-feeds", cache_policy=NONE, **IO_RETRIES)
-def plan_feeds(lake: str | None, source: str, pattern: str, force: bool) -> feeds.Plan:
-    """Discover feed files and decide which are new or changed."""
-    return feeds.plan(Catalog(lake), source, pattern, force)
-
-
 @task(name="ingest-feeds", cache_policy=NONE, retry_condition_fn=_lake_failure, **IO_RETRIES)
-def ingest_feeds(
+def ingest_task(
     lake: str | None,
-    files: list[feeds.FeedFile],
+    source: str,
+    pattern: str,
     batch_size: int,
-    group_items: int,
+    force: bool,
     flow_run_id: str | None,
-    detail_items: int = feeds.DETAIL_ITEMS,
-    workers: int = 0,
-) -> list[feeds.FileResult]:
-    """Push a group of feed files; a lake failure fails the task so Prefect retries it.
+    group_items: int,
+    workers: int,
+) -> dict[str, Any]:
+    """``feeds.ingest``, the CLI's own ingest; retried when the lake could not be written.
 
-    A retry repeats the whole group: batches that landed are skipped by their
-    idempotency keys, so each item is still stored once with the same id. A
-    batch the failed attempt left between commits is finished first, under
-    its own key, so the retry finds that key instead of pushing it again.
+    A retry is a re-run: it repairs what the failed attempt left between
+    commits, skips the files it recorded and the batches that landed (their
+    keys), and goes on with the rest.
     """
-    catalog = Catalog(lake)
-    catalog.repair()
-    results = feeds.ingest_files(
-        catalog,
-        files,
+    logger = get_run_logger()
+
+    def progress(event: str, **info: Any) -> None:
+        if event == "file":
+            logger.info("%s: %s, %d items", info["file"], info["status"], info["items"])
+
+    return feeds.ingest(
+        Catalog(lake),
+        source,
+        pattern,
         batch_size,
-        flow_run_id,
+        force,
+        flow_run_id=flow_run_id,
+        progress=progress,
         group_items=group_items,
-        detail_items=detail_items,
         workers=workers,
     )
-    logger = get_run_logger()
-    for result in results:
-        logger.info("%s: %s, %d items", result.feed.path, result.status, result.items)
-    failed = [r for r in results if r.status == "error"]
-    if failed:
-        raise PushError("lake_write_failed", f"{failed[0].feed.path}: {failed[0].error}")
-    return results
-
-
-@task(name="record-run", cache_policy=NONE, **IO_RETRIES)
-def record_run(
-    lake: str | None,
-    plan: feeds.Plan,
-    results: list[feeds.FileResult],
-    started_at: datetime,
-    duration_s: float,
-    flow_run_id: str | None,
-    repaired: list[str],
-) -> dict[str, Any]:
-    """Remember the files seen and keep the run summary in the lake."""
-    catalog = Catalog(lake)
-    feeds.record_files(catalog, plan, results, flow_run_id)
-    summary = run_summary(
-        plan.run_id,
-        results,
-        plan.skipped,
-        duration_s=duration_s,
-        flow_run_id=flow_run_id,
-        skipped_reasons=plan.reasons,
-    )
-    summary["repaired"] = repaired
-    feeds.record_run(catalog, "ingest", plan.run_id, started_at, summary, flow_run_id)
-    return summary
 
 
 @flow(name="ingest", flow_run_name="ingest-{source}", log_prints=True)
@@ -146,48 +106,14 @@ def ingest(
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
 
-    A run in which any file failed ends ``Failed`` (``IngestError``) after
-    storing everything else and publishing its summary, so a schedule alerts;
-    ``fail_on_bad_files=False`` lets it end ``Completed``.
-
-    One task per group of files (``feeds.file_groups``, about 32 MB of feed):
-    a retry repeats that group only. Inside a task, pushes of ``batch_size``
-    items are written ``group_items`` at a time, one commit per table, and
-    ``workers`` processes check groups alongside the task (0: the task alone).
+    The same ``feeds.ingest`` as ``catalog-lake ingest``, in a task that Prefect
+    retries when the lake could not be written. The summary is published as the
+    artifacts ``ingest-summary`` and ``ingest-files``. A run in which any file
+    failed ends ``Failed`` (``IngestError``) after storing everything else, so a
+    schedule alerts; ``fail_on_bad_files=False`` lets it end ``Completed``.
     """
-    import time
-
-    started, started_at = time.perf_counter(), Catalog(lake).clock()
     run_id = str(flow_run.id) if flow_run.id else None
-    repaired = repair_task(lake)
-    plan = plan_feeds(lake, source, pattern, force)
-    results = list(plan.refused)
-    detail_left = feeds.DETAIL_ITEMS  # full responses for the run's first items only
-    for group in feeds.file_groups(plan.to_ingest):
-        state = ingest_feeds(
-            lake,
-            group,
-            batch_size,
-            group_items,
-            run_id,
-            detail_left,
-            workers,
-            return_state=True,
-        )
-        if state.is_completed():
-            done = state.result()
-            detail_left -= sum(
-                int(r["catalog_push_received_product_count"])
-                for result in done
-                for r in result.responses
-                if "detail" not in r
-            )
-            results += done
-        else:  # retries exhausted: record them, go on with the other files
-            results += [feeds.FileResult(f, "error", error=str(state.message)) for f in group]
-    summary = record_run(
-        lake, plan, results, started_at, time.perf_counter() - started, run_id, repaired
-    )
+    summary = ingest_task(lake, source, pattern, batch_size, force, run_id, group_items, workers)
     create_markdown_artifact(
         key="ingest-summary", markdown=summary_markdown(summary), description="Ingest run summary"
     )

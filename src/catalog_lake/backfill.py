@@ -13,14 +13,16 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .catalog import Catalog
 from .lake import quote, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .schemas import ITEMS, RECORDS
+
+if TYPE_CHECKING:  # the facade uses these modules; they only take one
+    from .catalog import Catalog
 
 #: Columns a dry run compares. A backfill keeps ``updated_at``, never touches
 #: ``likes`` and ``sales`` (the metrics feed owns them), and ids never move.

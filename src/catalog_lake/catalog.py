@@ -19,11 +19,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake.exceptions import DeltaError
 
 from . import clean, settings
 from .errors import CatalogLakeError, LakeError, PushError
-from .lake import BlocksScan, KeySnapshot, Lake, is_local, quote
+from .lake import LAKE_ERRORS, BlocksScan, KeySnapshot, Lake, is_local, quote
 from .parse import ParsedPush, combine, parse_push, payload_from_raw
 from .records import Batch, Synonyms, derive_records, typed_items
 from .schemas import ITEMS, PUSHES, RAW, RECORDS, REJECTS
@@ -369,7 +368,7 @@ class Catalog:
                     self._ensured = True
                 # Under the writer lock: two pushes with one key cannot both pass.
                 earlier = self._earlier_pushes(pushes)
-            except (DeltaError, OSError, LakeError) as exc:
+            except LAKE_ERRORS as exc:
                 self._ensured = False
                 raise _write_failed(exc, first.request_id, raw_written=first.replay) from exc
             responses: list[dict[str, Any] | None] = [None] * len(pushes)
@@ -431,7 +430,7 @@ class Catalog:
         try:
             if checked is None:
                 checked = check_group(parsed, request_ids, self.timings)
-        except (DeltaError, OSError, LakeError) as exc:
+        except LAKE_ERRORS as exc:
             self._ensured = False
             raise _write_failed(
                 exc, first.request_id, raw_written=replay, pushes=len(pushes)
@@ -535,7 +534,7 @@ class Catalog:
                 raw_written = _landed(pending)
             for work in ahead.values():
                 _landed(work)
-            if isinstance(exc, (DeltaError, OSError, LakeError, pa.ArrowException)):
+            if isinstance(exc, (*LAKE_ERRORS, pa.ArrowException)):
                 self._ensured = False
                 raise _write_failed(
                     exc, first.request_id, raw_written=raw_written, pushes=len(pushes)

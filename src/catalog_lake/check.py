@@ -15,9 +15,11 @@ A push that reached ``raw`` but not ``pushes`` is reported as interrupted:
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .catalog import Catalog
+if TYPE_CHECKING:  # the facade uses these modules; they only take one
+    from .catalog import Catalog
+
 
 _MAX_EXAMPLES = 5
 

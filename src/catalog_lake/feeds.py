@@ -35,6 +35,7 @@ import pyarrow as pa
 from . import settings
 from .catalog import Catalog, Checked, PushRequest, StaleCheck, check_group
 from .errors import CatalogLakeError, LakeError, PushError
+from .lake import LAKE_ERRORS
 from .parse import (
     ParsedPush,
     check_items,
@@ -56,8 +57,6 @@ DEFAULT_BATCH_SIZE = 1_000
 DEFAULT_GROUP_ITEMS = 20_000
 #: Stored and failed items a run lists one by one; after that only counts.
 DETAIL_ITEMS = 10_000
-#: Feed bytes per ingest-flow task (about 25,000 items of 1.3 KB).
-DEFAULT_GROUP_BYTES = 32 * 1024 * 1024
 #: Feed bytes per item assumed when groups are cut before parsing (workers).
 ITEM_BYTES = 1_400
 
@@ -734,13 +733,10 @@ def brief(response: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def file_groups(
-    files: list[FeedFile], max_bytes: int = DEFAULT_GROUP_BYTES
-) -> list[list[FeedFile]]:
+def file_groups(files: list[FeedFile], max_bytes: int) -> list[list[FeedFile]]:
     """Consecutive files in groups of at most ``max_bytes`` (one big file is its own group).
 
-    The ingest flow runs one task per group, so a retry repeats a few
-    megabytes of feed rather than the whole run.
+    Worker processes check one group at a time (``ingest_files(workers=...)``).
     """
     groups: list[list[FeedFile]] = []
     size = 0
@@ -865,11 +861,7 @@ def _recorded(write: Callable[[], None], what: str) -> None:
     """
     try:
         write()
-    except Exception as exc:
-        # OSError (ENOSPC, EROFS), our LakeError, or deltalake's own errors.
-        written = isinstance(exc, (OSError, LakeError))
-        if not written and type(exc).__module__.split(".")[0] != "deltalake":
-            raise
+    except LAKE_ERRORS as exc:  # a full disk (ENOSPC), a read-only lake, ...
         raise LakeError(
             f"the run stored its pushes but could not record {what}: "
             f"{_first_line(exc)}; run the same command again once the lake can be written"

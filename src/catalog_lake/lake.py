@@ -69,6 +69,11 @@ def is_local(uri: str) -> bool:
     return "://" not in uri or uri.startswith("file://")
 
 
+#: What a failed lake read or write raises: deltalake's own errors, the file system's, ours.
+#: Callers catch these without importing deltalake, which only this module does.
+LAKE_ERRORS = (DeltaError, OSError, LakeError)
+
+
 class Lake:
     """A folder (or object-store prefix) of Delta tables with fixed schemas."""
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
 
-from .catalog import Catalog
 from .lake import sql_timestamp
 from .records import Batch, derive_records, unpack_attributes
 from .schemas import ITEMS, RECORDS, STR_LIST, TABLES
+
+if TYPE_CHECKING:  # the facade uses these modules; they only take one
+    from .catalog import Catalog
 
 DEFAULT_RETENTION_HOURS = 7 * 24
 

@@ -7,15 +7,17 @@ unknown ``client_item_id`` is reported, never invented.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pandera.pandas as pa
 import pyarrow as pa_
 
 from . import settings
-from .catalog import Catalog
 from .errors import CatalogLakeError
+
+if TYPE_CHECKING:  # the facade uses these modules; they only take one
+    from .catalog import Catalog
 
 METRICS_SCHEMA = pa.DataFrameSchema(
     {
