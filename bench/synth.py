@@ -136,15 +136,9 @@ def item(
     }
     if dirty:
         where, key, value, _ = defect_of(number, dirty_fraction)
-        if value is REPEAT:
-            product[REPEATED] = key
-        else:
+        if value is not REPEAT:  # a dict cannot repeat a key: ``write_feed`` writes it twice
             (product if where == "item" else product[where])[key] = value
     return product
-
-
-#: Marks an item whose key ``product[REPEATED]`` must appear twice in its JSON text.
-REPEATED = "__repeated_key__"
 
 
 def defect_of(number: int, dirty_fraction: float = 0.05) -> tuple[str, str, object, str]:
@@ -158,14 +152,21 @@ def defect_of(number: int, dirty_fraction: float = 0.05) -> tuple[str, str, obje
     return DEFECTS[(number // step) % len(DEFECTS)]
 
 
-def to_json(item: dict[str, Any]) -> str:
-    """An item as JSON text, with its repeated key spelled out twice where it has one."""
-    repeated = item.get(REPEATED)
-    if repeated is None:
-        return json.dumps(item, ensure_ascii=False)
-    item = {k: v for k, v in item.items() if k != REPEATED}
+def to_json(item: dict[str, Any], repeated: str | None = None) -> str:
+    """An item as JSON text, its key ``repeated`` (if any) spelled out twice."""
     text = json.dumps(item, ensure_ascii=False)
+    if repeated is None:
+        return text
     return "{" + json.dumps(repeated) + ": " + json.dumps(item[repeated]) + ", " + text[1:]
+
+
+def repeated_key(number: int, dirty_fraction: float = 0.05) -> str | None:
+    """The key item ``number`` sends twice, when that is its defect."""
+    step = int(1 / dirty_fraction) if dirty_fraction > 0 else 0
+    if not step or number % step != step - 1:
+        return None
+    _, key, value, _ = defect_of(number, dirty_fraction)
+    return key if value is REPEAT else None
 
 
 def items(
@@ -199,12 +200,14 @@ def write_feed(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    repeats: list[dict[str, Any]] = []
+    repeats: list[str] = []
     generated = items(count, start=start, dirty_fraction=dirty_fraction, seed=seed, version=version)
     for index in range(0, count, per_file):
-        batch = [next(generated) for _ in range(min(per_file, count - index))]
-        repeats += [i for i in batch if REPEATED in i]
-        batch = [i for i in batch if REPEATED not in i]
+        batch = []
+        for number in range(start + index, start + index + min(per_file, count - index)):
+            repeated = repeated_key(number, dirty_fraction)
+            text = to_json(next(generated), repeated)
+            (batch if repeated is None else repeats).append(text)
         paths.append(_write(folder / f"{prefix}-{start + index:09d}.json", batch))
     if repeats:
         paths.append(_write(folder / f"{prefix}-{REPEATS_FILE}", repeats))
@@ -215,6 +218,6 @@ def write_feed(
 REPEATS_FILE = "repeated-keys.json"
 
 
-def _write(path: Path, batch: list[dict[str, Any]]) -> Path:
-    path.write_text('{"items": [' + ", ".join(map(to_json, batch)) + "]}", encoding="utf-8")
+def _write(path: Path, texts: list[str]) -> Path:
+    path.write_text('{"items": [' + ", ".join(texts) + "]}", encoding="utf-8")
     return path

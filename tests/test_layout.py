@@ -258,8 +258,9 @@ def test_string_attributes_are_one_map_in_the_items_table_and_typed_ones_keep_co
 
 
 def test_the_attributes_map_reads_back_as_the_columns_it_was_made_of():
+    from catalog_lake.items import typed_items
     from catalog_lake.parse import parse_push
-    from catalog_lake.records import pack_attributes, typed_items, unpack_attributes
+    from catalog_lake.records import pack_attributes, unpack_attributes
     from catalog_lake.validate import validate
 
     checked = validate(

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from catalog_lake import settings
+from catalog_lake.items import typed_items
 from catalog_lake.parse import parse_push
-from catalog_lake.records import typed_items
 from catalog_lake.validate import validate
 from tests.conftest import DELETE, make_item
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from catalog_lake import Catalog, PushRequest, feeds
-from catalog_lake.feeds import check_files, discover, ingest
+from catalog_lake.feeds import check_files, discover, ingest, read_items
 from tests.conftest import make_item
 from tests.test_groups import Ticking
 
@@ -91,8 +91,8 @@ def test_a_group_whose_batches_partly_landed_is_checked_again_and_stored_once(
     catalog = Catalog(tmp_path / "lake", clock=Ticking(clock))
     update = next(f for f in discover(source)[0] if f.path == "zz_update.json")
     # Batch 0 of the file landed in an earlier, interrupted run (same idempotency key).
-    early = check_files([update], batch_size=2).requests[0]
-    first = catalog.push_many([PushRequest(early.payload, early.source, early.idempotency_key)])
+    early = {"items": read_items(update)[:2]}
+    first = catalog.push_many([PushRequest(early, update.path, update.batch_key(2, 0))])
 
     summary = ingest(catalog, source, batch_size=2, group_items=ONE_FILE_PER_GROUP, workers=2)
 

@@ -17,17 +17,20 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import clean, settings
+from . import settings
 from .errors import CatalogLakeError, LakeError, PushError
+from .items import typed_items
 from .lake import LAKE_ERRORS, BlocksScan, KeySnapshot, Lake, is_local, quote
 from .parse import ParsedPush, combine, parse_push, payload_from_raw
-from .records import Batch, Synonyms, derive_records, typed_items
+from .records import Batch, Synonyms, derive_records
 from .schemas import ITEMS, PUSHES, RAW, RECORDS, REJECTS
 from .summary import push_response
 from .validate import Validation, validate
+from .validate import client_ids as client_ids_of
 
 Clock = Callable[[], datetime]
 #: Files a cold key lookup may read past the lake's key snapshot before it saves a new one.
@@ -112,19 +115,20 @@ def check_group(
     """
     timings = timings if timings is not None else {}
     started = time.perf_counter()
-    conversions: dict = {}  # parsed once for the checks, reused by typed_items
-    with clean.keeping(conversions):
-        checked = validate(parsed, groups=groups)
-    client_ids = clean.text_of(checked.frame["client_item_id"])
+    checked = validate(parsed, groups=groups)
+    client_ids = client_ids_of(checked.frame)
     passed = checked.passed
     superseded = pd.Series(False, index=passed.index)
     superseded[passed] = client_ids[passed].duplicated(keep="last")
     keep = passed & ~superseded
     middle = time.perf_counter()
-    with clean.keeping(conversions):
-        typed = typed_items(checked.frame[keep])
-    # The validated frame is not needed past this point (and is costly to ship).
-    checked = Validation(frame=checked.frame.iloc[:, :0], errors=checked.errors)
+    typed = typed_items(checked.frame.filter(pl.Series(keep.to_numpy())))
+    # The validated cells are not needed past this point (and are costly to ship).
+    checked = Validation(
+        frame=checked.frame.filter(pl.Series([False] * len(keep))),
+        errors=checked.errors,
+        size=len(keep),
+    )
     timings["validate"] = timings.get("validate", 0.0) + middle - started
     timings["typed_items"] = timings.get("typed_items", 0.0) + time.perf_counter() - middle
     return Checked(checked, client_ids, keep, typed)

@@ -316,12 +316,7 @@ def read_push(path: str | Path, stdin: BinaryIO | None = None) -> ParsedPush:
             data = read_bounded(handle, gzipped=str(path).lower().endswith(".gz"))
         name = str(path)
     items, notes = feed_items(data, name)
-    return parse_push(
-        {"items": items},
-        plain=not notes - {"repeated"},
-        repeats="repeated" in notes,
-        lossy="lossy" in notes,
-    )
+    return parse_push({"items": items}, decoded=True, repeats="repeated" in notes)
 
 
 def _looks_like_product_object(data: bytes) -> bool:
@@ -365,13 +360,11 @@ def _file_pushes(feed: FeedFile, batch_size: int) -> list[PushRequest]:
     requests = []
     with collector_paused():
         items, notes = _read_feed(feed)
-        plain, repeats = not notes - {"repeated"}, "repeated" in notes
+        repeats = "repeated" in notes
         for number, batch in enumerate(batches(items, batch_size)):
             # The key makes a retried file skip the batches that already landed.
             key = feed.batch_key(batch_size, number)
-            parsed = parse_push(
-                {"items": batch}, plain=plain, repeats=repeats, lossy="lossy" in notes
-            )
+            parsed = parse_push({"items": batch}, decoded=True, repeats=repeats)
             requests.append(PushRequest(parsed, feed.path, key))
     return requests
 

@@ -1,4 +1,4 @@
-"""Turn a push payload into items, their exact JSON text and one flat frame.
+"""Turn a push payload into items, their exact JSON text and their cells.
 
 This is the only stage that walks Python objects item by item: a payload
 arrives as JSON (or dicts), and something has to visit each value once to
@@ -18,7 +18,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from . import settings
+from . import cells, settings
+from .cells import Cells
 from .errors import ErrorCode, PushError, item_error
 
 #: Item fields that hold an object whose keys become their own columns.
@@ -35,6 +36,7 @@ class NonFinite:
     """
 
     __slots__ = ("text",)
+    kind = "nonfinite"  # its JSON kind, for ``cells``
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -54,6 +56,7 @@ class Unencodable:
     """
 
     __slots__ = ("text",)
+    kind = "unencodable"  # its JSON kind, for ``cells``
 
     def __init__(self, value: Any) -> None:
         self.text = json.dumps(value, ensure_ascii=True)
@@ -124,7 +127,7 @@ class ParsedPush:
 
     items: list[dict[str, Any]]
     item_json: list[str]
-    frame: pd.DataFrame
+    cells: Cells | None  # None once only what writing needs is kept (``received_only``)
     errors: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     #: ``digest()``, once computed (kept by ``received_only``).
     content_digest: str | None = None
@@ -155,11 +158,10 @@ class ParsedPush:
         A worker process that validated the push sends this back; the items
         themselves travel as typed columns (``catalog.Checked``).
         """
-        empty = pd.DataFrame(index=pd.RangeIndex(len(self.item_json)))
         return ParsedPush(
             items=[],
             item_json=self.item_json,
-            frame=empty,
+            cells=None,
             errors=self.errors,
             content_digest=self.digest(),
         )
@@ -193,10 +195,9 @@ def _key(pair: tuple[str, Any]) -> str:
 def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
     """Decode JSON text or bytes; pass other objects through untouched.
 
-    ``notes`` gets ``"float"`` if the text held a fractional or exponent
-    number, ``"nonfinite"`` if it held NaN or Infinity (the decoder calls
-    back only for those tokens, so asking costs nothing on text without) and
-    ``"repeated"`` if an object repeated a key.
+    ``notes`` gets ``"repeated"`` if an object repeated a key. Every float
+    becomes a ``JsonFloat`` that keeps its text, NaN and Infinity included
+    (stdlib json accepts them): no rule mistakes one for an absent value.
     """
     if isinstance(payload, (bytes, bytearray, memoryview)):
         raw = bytes(payload)
@@ -209,27 +210,20 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
     if isinstance(payload, str):
         if len(payload) > settings.MAX_PAYLOAD_BYTES:
             raise _too_large(len(payload))
-        hooks: dict[str, Any] = {"object_pairs_hook": _pairs_hook, "parse_float": JsonFloat}
+        pairs_hook = _pairs_hook
         if notes is not None:
 
-            def pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
                 obj = _pairs_hook(pairs)
                 if obj.__class__ is _DuplicateKeys:
                     notes.add("repeated")
                 return obj
 
-            def number(text: str) -> float:
-                notes.add("float")
-                value = JsonFloat(text)
-                if repr(float(value)) != text:
-                    notes.add("lossy")  # json.dumps would not write it back as sent
-                return value
-
-            def constant(text: str) -> float:
-                notes.add("nonfinite")
-                return float(text)  # NaN, Infinity, -Infinity, as json itself does
-
-            hooks = {"object_pairs_hook": pairs, "parse_float": number, "parse_constant": constant}
+        hooks = {
+            "object_pairs_hook": pairs_hook,
+            "parse_float": JsonFloat,
+            "parse_constant": JsonFloat,
+        }
         try:
             return json.loads(payload, **hooks)
         except json.JSONDecodeError as exc:
@@ -300,18 +294,16 @@ def check_items(items: list[Any], *, bounded: bool = True) -> None:
             )
 
 
-def parse_push(
-    payload: Any, *, plain: bool = False, repeats: bool = True, lossy: bool = False
-) -> ParsedPush:
-    """Check the payload's outer shape and flatten its items into columns.
+def parse_push(payload: Any, *, decoded: bool = False, repeats: bool = True) -> ParsedPush:
+    """Check the payload's outer shape and lay its items out as cells.
 
-    ``plain`` says the items were decoded from JSON text without floats, NaN
-    or Infinity (``feeds`` knows it of a file; a text payload is checked
-    here): only then may orjson write the items' raw text (``_dump``).
-    ``repeats=False`` says no object of the items repeated a key (the decoder
-    noted none), which spares a walk over every item's objects. ``lossy`` says
-    a number's text differs from its float's (``JsonFloat``): the raw text is
-    then written from the decoded text exactly.
+    ``decoded`` says the items were decoded from JSON text by
+    ``decode_payload`` (``feeds`` knows it of a file; a text payload is
+    decoded here): every float in them is then a ``JsonFloat``, NaN and
+    Infinity included, so nothing needs marking and orjson writes the raw
+    text of each item that holds none (``_dump``). ``repeats=False`` says no
+    object of the items repeated a key (the decoder noted none), which spares
+    a walk over every item's objects.
 
     Raises:
         PushError: the payload as a whole is unusable (SPEC 2.2 shape broken).
@@ -319,13 +311,11 @@ def parse_push(
     notes: set[str] = set()
     is_text = isinstance(payload, (str, bytes, bytearray, memoryview))
     obj = decode_payload(payload, notes)
-    plain = plain or (is_text and not notes - {"repeated"})
+    decoded = decoded or is_text
     repeats = repeats and (not is_text or "repeated" in notes)
-    lossy = lossy or "lossy" in notes
     items = product_items(obj)
     item_json = [
-        _dump(item, index, fast=plain, repeats=repeats, exact=lossy)
-        for index, item in enumerate(items)
+        _dump(item, index, decoded=decoded, repeats=repeats) for index, item in enumerate(items)
     ]
     total = sum(map(len, item_json))
     if total > settings.MAX_PAYLOAD_BYTES:
@@ -373,11 +363,14 @@ def parse_push(
     return ParsedPush(
         items=items,
         item_json=item_json,
-        frame=flatten(
-            items,
-            unencodable,
-            # Text decoded without NaN or Infinity (plain) cannot hold one.
-            nonfinite=not plain and any(map(_may_be_nonfinite, item_json)),
+        cells=cells.from_frame(
+            flatten(
+                items,
+                unencodable,
+                # Our decoder's NaN is a JsonFloat; a caller's own dicts may hold float NaN.
+                nonfinite=not decoded and any(map(_may_be_nonfinite, item_json)),
+            ),
+            item_json,
         ),
         errors=errors,
     )
@@ -427,35 +420,27 @@ def _objects(value: Any, path: str = ""):
                 yield from _objects(inner, f"{path}[{position}]")
 
 
-def _dump(
-    item: dict[str, Any],
-    index: int,
-    *,
-    fast: bool = False,
-    repeats: bool = True,
-    exact: bool = False,
-) -> str:
-    """The item's raw text: compact JSON exactly as ``json.dumps`` writes it.
+def _dump(item: dict[str, Any], index: int, *, decoded: bool = False, repeats: bool = True) -> str:
+    """The item's raw text: compact JSON of what was sent, numbers as they were spelled.
 
-    With ``fast`` (the item holds no float at all: orjson writes NaN as null
-    and spells some floats differently, ``0.00001`` for ``1e-05``), orjson
-    writes it four times faster and the same text; big integers and lone
-    surrogates, which it refuses, take the ``json`` path. Prices and
-    quantities are strings in feeds, so most files qualify. The text is what
-    idempotency digests are made of: it must not depend on the path.
-    ``repeats=False``: the caller knows no object of the item repeated a key.
-    ``exact``: numbers must be written as their JSON text (``JsonFloat``).
+    Items our decoder made (``decoded``) are written by orjson, four times
+    faster than ``json``; orjson refuses exactly the items that need care (a
+    ``JsonFloat``, NaN and Infinity included, an integer past 64 bits, a lone
+    surrogate), and those are spelled out value by value (``_dump_pairs``).
+    A caller's own dicts are written by ``json``, which keeps their floats,
+    NaN included. ``repeats=False``: no object of the item repeated a key.
     """
-    repeats = exact or (repeats and any(isinstance(c, _DuplicateKeys) for _, c in _objects(item)))
-    if fast and not repeats:
-        try:
-            return orjson.dumps(item).decode("utf-8")
-        except (orjson.JSONEncodeError, UnicodeDecodeError):
-            pass
+    repeats = repeats and any(isinstance(c, _DuplicateKeys) for _, c in _objects(item))
     try:
-        if repeats:
-            return _dump_pairs(item)
-        text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+        if decoded and not repeats:
+            try:
+                return orjson.dumps(item).decode("utf-8")
+            except (orjson.JSONEncodeError, TypeError, UnicodeDecodeError):
+                pass  # spelled out below, value by value
+        if decoded or repeats:
+            text = _dump_pairs(item)
+        else:
+            text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
         raise PushError(
             "invalid_payload", f"items[{index}] cannot be represented as JSON: {exc}"
@@ -464,21 +449,29 @@ def _dump(
         text.encode("utf-8")
     except UnicodeEncodeError:
         # Lone surrogates cannot be stored as UTF-8; escaped JSON keeps them exactly.
+        if decoded or repeats:
+            return _dump_pairs(item, ascii=True)
         text = json.dumps(item, ensure_ascii=True, separators=(",", ":"))
     return text
 
 
-def _dump_pairs(value: Any) -> str:
-    """JSON text that repeats keys and spells numbers the way the sender did (json.dumps cannot)."""
+def _dump_pairs(value: Any, *, ascii: bool = False) -> str:
+    """JSON text that repeats keys and spells numbers the way the sender did (json.dumps cannot).
+
+    Written as ``json.dumps(..., separators=(",", ":"))`` writes, so an item
+    without repeats or JSON-spelled floats gets the same text either way.
+    """
     if isinstance(value, dict):
         pairs = value.pairs if isinstance(value, _DuplicateKeys) else list(value.items())
-        body = ",".join(f"{json.dumps(k, ensure_ascii=True)}:{_dump_pairs(v)}" for k, v in pairs)
+        body = ",".join(
+            f"{json.dumps(k, ensure_ascii=ascii)}:{_dump_pairs(v, ascii=ascii)}" for k, v in pairs
+        )
         return "{" + body + "}"
     if isinstance(value, list):
-        return "[" + ",".join(_dump_pairs(v) for v in value) + "]"
+        return "[" + ",".join(_dump_pairs(v, ascii=ascii) for v in value) + "]"
     if isinstance(value, JsonFloat):
         return value.text
-    return json.dumps(value, ensure_ascii=True)
+    return json.dumps(value, ensure_ascii=ascii)
 
 
 def combine(parsed: list[ParsedPush]) -> ParsedPush:
@@ -490,11 +483,12 @@ def combine(parsed: list[ParsedPush]) -> ParsedPush:
     for one in parsed:
         errors.update({offset + index: errs for index, errs in one.errors.items()})
         offset += len(one.item_json)
-    frame = pd.concat([one.frame for one in parsed], ignore_index=True, sort=False)
     return ParsedPush(
         items=[item for one in parsed for item in one.items],
         item_json=[text for one in parsed for text in one.item_json],
-        frame=frame.astype(object),
+        cells=None
+        if any(one.cells is None for one in parsed)
+        else cells.concat([one.cells for one in parsed]),  # type: ignore[misc]
         errors=errors,
     )
 

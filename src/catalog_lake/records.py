@@ -1,4 +1,4 @@
-"""From validated items to typed item rows and flat search records.
+"""From typed item rows to flat search records.
 
 Pure functions over whole columns: each takes frames or Arrow tables and
 returns new ones. The price rule depends on a clock, so ``now`` is always
@@ -8,7 +8,6 @@ when it passes the same instant.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -24,9 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import clean, settings
-from .schemas import ATTRIBUTE_KEYS, ATTRIBUTE_MAP, FIELDS, TOP_LEVEL
-
-_KNOWN_SOURCES = frozenset(f.source for f in FIELDS)
+from .rules import ATTRIBUTE_KEYS
+from .schemas import ATTRIBUTE_MAP
 
 
 @dataclass
@@ -46,94 +44,6 @@ class Batch:
     def table(self, schema: pa.Schema) -> pa.Table:
         """The rows as an Arrow table with exactly ``schema``."""
         return to_arrow(self.frame, self.lists, schema)
-
-
-def typed_items(frame: pd.DataFrame) -> Batch:
-    """Convert the cleaned, validated frame to typed columns named as in the items table.
-
-    Only rows that passed validation may be given: coercion trusts the checks
-    and turns anything unrecognized into null.
-    """
-    # Converted with the validated frame's row labels (``clean.keeping`` reuses
-    # the conversions its checks made by them), then renumbered.
-    sent = frame
-    frame = frame.reset_index(drop=True)
-    n = len(frame)
-    out: dict[str, pd.Series] = {}
-    lists: dict[str, pa.Array] = {}
-    for spec in FIELDS:
-        rule = spec.rule
-        if spec.source not in frame.columns:
-            # Nothing sent for this field in the whole push: typed nulls, no work.
-            if spec.column in ATTRIBUTE_KEYS:
-                continue  # a string attribute: absent from the map, no column needed
-            if rule in ("urls", "list"):
-                lists[spec.column] = clean.list_array(pd.Series([], dtype=object), n)
-            else:
-                out[spec.column] = _nulls(rule, n)
-                if rule == "duration":
-                    out[f"{spec.column}_seconds"] = _nulls("count", n)
-            continue
-        values = frame[spec.source]
-        if rule in ("key", "id", "text"):
-            out[spec.column] = clean.text_of(values)
-        elif rule == "count":
-            out[spec.column] = clean.count_values(sent[spec.source]).reset_index(drop=True)
-        elif rule == "flag":
-            out[spec.column] = clean.to_bool(sent[spec.source]).reset_index(drop=True)
-        elif rule == "money":
-            out[spec.column] = clean.money_text(sent[spec.source]).reset_index(drop=True)
-        elif rule == "date":
-            end_of_day = spec.column == "discount_end_date"
-            stamps = clean.to_timestamp(sent[spec.source], end_of_day=end_of_day)
-            out[spec.column] = stamps.reset_index(drop=True)
-        elif rule == "duration":
-            parsed = clean.duration_seconds(sent[spec.source]).reset_index(drop=True)
-            out[spec.column] = parsed["text"]
-            out[f"{spec.column}_seconds"] = parsed["seconds"]
-        else:  # urls, list
-            lists[spec.column] = clean.list_array(clean.text_elements(values), n)
-    lists["attributes"] = pack_attributes(out, n)
-    out["extra_attributes"] = _extras(frame, _is_extra_attribute, "attributes.")
-    out["extra_fields"] = _extras(frame, _is_extra_field, "")
-    return Batch(pd.DataFrame(out, index=frame.index), lists)
-
-
-_NULL_DTYPES = {"count": "Int64", "flag": "boolean", "date": "datetime64[us, UTC]"}
-
-
-def _nulls(rule: str, n: int) -> pd.Series:
-    return pd.Series([None] * n, dtype=_NULL_DTYPES.get(rule, object))
-
-
-def _is_extra_attribute(column: str) -> bool:
-    return column.startswith("attributes.")
-
-
-def _is_extra_field(column: str) -> bool:
-    head = column.split(".", 1)[0]
-    if "." not in column:
-        return column not in TOP_LEVEL
-    return head in ("inventory_info", "pricing_info")
-
-
-def _extras(frame: pd.DataFrame, pick, prefix: str) -> pd.Series:
-    """Fields outside SPEC 2.3-2.6 as JSON objects, so nothing sent is lost."""
-    columns = [c for c in frame.columns if pick(c) and c not in _KNOWN_SOURCES]
-    if not columns:
-        return pd.Series(None, index=frame.index, dtype=object)
-    sub = frame[columns]
-    present = sub.notna() | sub.map(lambda v: v is None)
-
-    def row_json(row: pd.Series) -> str | None:
-        keep = {c[len(prefix) :]: row[c] for c in columns if present.at[row.name, c]}
-        return json.dumps(keep, ensure_ascii=False, default=str) if keep else None
-
-    has_any = present.any(axis=1)
-    result = pd.Series(None, index=frame.index, dtype=object)
-    if has_any.any():
-        result[has_any] = sub[has_any].apply(row_json, axis=1)
-    return result
 
 
 def to_arrow(frame: pd.DataFrame, lists: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
@@ -510,6 +420,5 @@ __all__ = [
     "derive_records",
     "pack_attributes",
     "to_arrow",
-    "typed_items",
     "unpack_attributes",
 ]

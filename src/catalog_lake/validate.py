@@ -1,8 +1,11 @@
-"""Run the pandera schema over a push and turn its failures into item errors.
+"""Judge a push's cells against the rule table; every refusal as (item, field, code, value).
 
-Validation is lazy (``lazy=True``) so one pass collects every problem of
-every item; ``failure_cases.index`` maps each failure back to its item, which
-is why we stay on pandera's pandas backend (the pyarrow backend loses it).
+Validation is one pass over whole columns: each rule of ``rules.RULES`` is a
+handful of Arrow and Polars expressions over the field's text and JSON kind
+(``cells.Cells``), and only the items that fail are visited one by one, to
+say why in words. pandera's Polars backend checks the shape of the cells
+themselves (``CELLS``) before any rule runs. One pass collects every problem
+of every item, in the order of the rule table.
 """
 
 from __future__ import annotations
@@ -14,169 +17,292 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pandera.pandas as pa
-import pyarrow as pa_
+import pandera.polars as pa
+import polars as pl
+import pyarrow as arrow
 import pyarrow.compute as pc
 
 from . import clean, settings
+from .cells import KIND, Cells
 from .errors import ErrorCode, item_error
-from .parse import JsonFloat, NonFinite, ParsedPush, Unencodable
-from .schemas import CONTAINERS, FIELDS, FIELDS_BY_SOURCE, item_schema
+from .parse import JsonFloat, ParsedPush
+from .rules import ACCEPTS, CONTAINERS, RULES, RULES_BY_SOURCE, WRONG_KIND, Rule, message
 
-_MAX_VALUE_CHARS = 200
+#: The shape every push's cells have, whatever path made them: text columns of
+#: strings, kind columns of the JSON kinds, and the required fields present.
+CELLS_TEXT = pa.DataFrameSchema(
+    {r.source: pa.Column(pl.String, nullable=True) for r in RULES if r.required}
+    | {r".*": pa.Column(pl.String, nullable=True, regex=True, required=False)},
+)
+CELLS_KIND = pa.DataFrameSchema(
+    {r.source: pa.Column(KIND, nullable=True) for r in RULES if r.required}
+    | {r".*": pa.Column(KIND, nullable=True, regex=True, required=False)},
+)
 
 
 @dataclass
 class Validation:
-    """The cleaned frame, the errors by item index, and which items passed."""
+    """The cleaned cells, the errors by item index, and which items passed."""
 
-    frame: pd.DataFrame
+    frame: Cells
     errors: dict[int, list[dict[str, Any]]]
+    #: Items judged; the cells may be dropped once typed (``catalog.check_group``).
+    size: int = -1
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            self.size = len(self.frame)
 
     @property
     def passed(self) -> pd.Series:
         """True for the items with no error at all."""
-        return pd.Series(~self.frame.index.isin(list(self.errors)), index=self.frame.index)
-
-
-def prepare(frame: pd.DataFrame) -> pd.DataFrame:
-    """Clean every text field and add absent required fields as null columns.
-
-    The copy is shallow: every column it changes is replaced whole, and
-    pandas' copy-on-write keeps ``frame`` as it was (a deep copy of the
-    object columns was a fifth of this function's time).
-    """
-    out = frame.copy(deep=False)
-    for spec in FIELDS:
-        if spec.source in out.columns:
-            if spec.rule == "key":
-                out[spec.source] = clean.identifier(out[spec.source])
-            elif spec.rule in ("id", "text"):
-                out[spec.source] = clean.clean_text(out[spec.source], rich=spec.rule == "text")
-            else:
-                # Scalars (not lists) that hold only text become Arrow text here.
-                out[spec.source] = clean.blank_to_none(
-                    out[spec.source], keep_text=spec.rule not in ("urls", "list")
-                )
-        elif spec.required:
-            out[spec.source] = pd.Series(None, index=out.index, dtype=object)
-    return out
+        ok = np.ones(self.size, dtype=bool)
+        ok[list(self.errors)] = False
+        return pd.Series(ok)
 
 
 def validate(parsed: ParsedPush, groups: pd.Series | None = None) -> Validation:
     """Validate a parsed push; never raises for bad items, only reports them.
 
     ``groups`` names the push of each item when several pushes are validated
-    together (a backfill): ``duplicate_in_push`` applies within a push only.
+    together (a group write, a backfill): ``duplicate_in_push`` applies within
+    a push only.
     """
-    frame = prepare(parsed.frame)
+    cells = parsed.cells
+    CELLS_TEXT.validate(cells.text)
+    CELLS_KIND.validate(cells.kind)
+    cleaned = prepare(cells)
     errors: dict[int, list[dict[str, Any]]] = {k: list(v) for k, v in parsed.errors.items()}
-    schema = item_schema(frozenset(frame.columns))
-    try:
-        schema.validate(frame, lazy=True)
-    except pa.errors.SchemaErrors as exc:
-        for index, error in _failure_errors(exc.failure_cases, frame):
-            errors.setdefault(index, []).append(error)
-    for index, error in _nonfinite_errors(parsed, frame):
-        errors.setdefault(index, []).append(error)
-    for index, error in _duplicate_errors(frame, groups):
-        errors.setdefault(index, []).append(error)
+
+    def add(rows: np.ndarray, field: str, code: ErrorCode, value=None, detail=None) -> None:
+        for row in rows.tolist():
+            sent = _as_sent(value(row) if callable(value) else value)
+            said = detail(row) if callable(detail) else (detail or "")
+            errors.setdefault(row, []).append(
+                item_error(field, code, message(code, field, sent, said), _cut(sent))
+            )
+
+    for rule in RULES:
+        if rule.source in cleaned.text.columns:
+            _judge(rule, cleaned, parsed, add)
+    for container in CONTAINERS:
+        if container in cells.kind.columns:
+            kind = cells.kind[container]
+            wrong = np.flatnonzero((kind.is_not_null() & (kind != "null")).to_numpy())
+            add(
+                wrong, container, ErrorCode.INVALID_TYPE, lambda r, c=container: _sent(parsed, r, c)
+            )
+    _judge_window(cleaned, parsed, add)
+    for row, path, text in cells.nonfinite:
+        errors.setdefault(row, []).append(
+            item_error(
+                path, ErrorCode.INVALID_NUMBER, message(ErrorCode.INVALID_NUMBER, path, text), text
+            )
+        )
+    ids = client_ids(cleaned)
+    add_duplicates(ids, groups, errors)
     errors = {i: errors[i] for i in sorted(errors)}
-    return Validation(frame=frame, errors=errors)
+    return Validation(frame=cleaned, errors=errors)
 
 
-def _failure_errors(cases: pd.DataFrame, frame: pd.DataFrame):
-    cases = cases.dropna(subset=["index"])
-    # A frame-wide check (the discount window) is reported once per column.
-    wide = cases["schema_context"] == "DataFrameSchema"
-    cases = pd.concat([cases[~wide], cases[wide].drop_duplicates(["index", "check"])])
-    positions = frame.index.get_indexer(cases["index"].astype("int64"))
-    sent: dict[str, np.ndarray] = {}  # each failing column's values, taken out once
-    for case, position in zip(cases.itertuples(index=False), positions, strict=True):
-        index = int(case.index)
-        check = str(case.check)
-        if check == "not_nullable":
-            code = ErrorCode.MISSING_REQUIRED_FIELD
-        else:
-            code = ErrorCode(check)
-        field = case.column if isinstance(case.column, str) else ""
-        if code is ErrorCode.INVALID_DISCOUNT_WINDOW:
-            field = "pricing_info.discount_end_date"
-        if field in frame.columns:
-            if field not in sent:
-                sent[field] = frame[field].to_numpy(dtype=object)
-            value = sent[field][position]
-        else:
-            value = case.failure_case
-        yield index, item_error(field, code, _message(code, field, value), _jsonable(value))
+def prepare(cells: Cells) -> Cells:
+    """The cells with text cleaned as each rule says; other kinds keep their text.
 
-
-def _nonfinite_errors(parsed: ParsedPush, frame: pd.DataFrame):
-    """NaN or Infinity in fields outside the spec, which the lake keeps as JSON.
-
-    Known fields refuse them through their own rules; unknown ones have none,
-    and strict JSON cannot hold such a number, so the item is refused rather
-    than stored with ``"NaN"`` in ``extra_fields``. Only items whose text could
-    hold one (``parse._may_be_nonfinite``, as one Arrow regex) are looked at.
+    Identifiers are only trimmed; other identifiers and text are cleaned
+    (``clean.clean_text``); every other rule's blank text means absent
+    (SPEC 2.5). Only strings are cleaned: a number's text is its JSON text.
     """
-    unknown = [c for c in frame.columns if c not in FIELDS_BY_SOURCE and c not in CONTAINERS]
-    if not unknown or not parsed.item_json:
-        return
-    texts = pa_.array(parsed.item_json, pa_.string())
-    maybe = pc.match_substring_regex(texts, r"NaN|Infinity|[0-9][eE][+-]?[0-9]{3}")
-    rows = np.flatnonzero(maybe.to_numpy(zero_copy_only=False))
-    for column in unknown:
-        values = frame[column].to_numpy(dtype=object)
-        for position in rows:
-            for path, number in _nonfinite(values[position], column):
-                yield (
-                    int(frame.index[position]),
-                    item_error(
-                        path,
-                        ErrorCode.INVALID_NUMBER,
-                        f"{path} is {number}, which a JSON number cannot be; "
-                        "send a finite number, or text",
-                        number,
-                    ),
-                )
+    columns = []
+    for name in cells.text.columns:
+        rule = RULES_BY_SOURCE.get(name)
+        if rule is None or rule.rule in ("urls", "list"):
+            continue
+        text = cells.text[name].to_arrow()
+        is_str = (cells.kind[name] == "str").fill_null(False).to_arrow()
+        if rule.rule == "key":
+            fixed = clean.trimmed_or_null(text)
+        elif rule.rule in ("id", "text"):
+            fixed = clean.clean_text(text, rich=rule.rule == "text")
+        else:
+            fixed = clean.blank_to_null(text)
+        columns.append(
+            pl.from_arrow(pc.if_else(is_str, fixed, text.cast(arrow.string()))).alias(name)
+        )
+    text = cells.text.with_columns(columns) if columns else cells.text
+    return Cells(
+        text,
+        cells.kind,
+        cells.elements,
+        cells.extra_fields,
+        cells.extra_attributes,
+        cells.nonfinite,
+    )
 
 
-def _nonfinite(value: Any, path: str):
-    """(path, text as sent) of every NaN or Infinity in ``value``, at any depth."""
-    if isinstance(value, NonFinite):
-        yield path, str(value)
-    elif isinstance(value, float) and not math.isfinite(value):
-        yield path, _as_sent(value)
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            yield from _nonfinite(inner, f"{path}.{key}")
-    elif isinstance(value, list):
-        for position, inner in enumerate(value):
-            yield from _nonfinite(inner, f"{path}[{position}]")
+def client_ids(cleaned: Cells) -> pd.Series:
+    """Each item's ``client_item_id`` as stored (text, or a number's text); NA otherwise."""
+    kind = cleaned.kind["client_item_id"]
+    usable = kind.is_in(["str", "int", "float"]).fill_null(False)
+    ids = cleaned.text["client_item_id"].to_arrow()
+    ids = pc.if_else(
+        usable.to_arrow(), ids.cast(arrow.string()), arrow.scalar(None, arrow.string())
+    )
+    return pd.Series(ids.to_pandas(), dtype=object).where(lambda s: s.notna(), None)
 
 
-def _duplicate_errors(frame: pd.DataFrame, groups: pd.Series | None):
-    ids = clean.text_of(frame["client_item_id"])
-    keys = pd.DataFrame({"group": 0 if groups is None else groups.to_numpy(), "id": ids})
-    earlier = ids.notna() & keys.duplicated(keep="last")
-    for index in frame.index[earlier]:
+def add_duplicates(ids: pd.Series, groups: pd.Series | None, errors: dict) -> None:
+    """``duplicate_in_push`` for every earlier repeat of an id within its push: the last wins."""
+    keys = pd.DataFrame({"group": 0 if groups is None else groups.to_numpy(), "id": ids.to_numpy()})
+    earlier = ids.notna().to_numpy() & keys.duplicated(keep="last").to_numpy()
+    for index in np.flatnonzero(earlier).tolist():
         value = ids[index]
-        yield (
-            int(index),
+        errors.setdefault(index, []).append(
             item_error(
                 "client_item_id",
                 ErrorCode.DUPLICATE_IN_PUSH,
                 f"client_item_id {value!r} appears again later in this push; the last one wins",
                 value,
-            ),
+            )
         )
+
+
+# --- the rules, one field at a time ------------------------------------------------
+
+
+def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, add) -> None:
+    """Every check of one field, in the order its errors are reported."""
+    name = rule.source
+    kind = cleaned.kind[name]
+    text = cleaned.text[name].to_arrow().cast(arrow.string())
+    absent = (kind.is_null() | (kind == "null")).fill_null(True).to_numpy() | _numpy(
+        pc.is_null(text)
+    )
+    absent &= ~(kind == "unencodable").fill_null(False).to_numpy()
+    if rule.rule in ("urls", "list"):
+        absent = (kind.is_null() | (kind == "null")).fill_null(True).to_numpy()
+    accepted = kind.is_in(sorted(ACCEPTS[rule.rule])).fill_null(False).to_numpy()
+    unencodable = (kind == "unencodable").fill_null(False).to_numpy()
+
+    def sent(row: int) -> Any:
+        if rule.rule in ("key", "id", "text") and cleaned.kind[name][row] == "str":
+            return cleaned.text[name][row]  # the text as cleaned: what the rule judged
+        return _sent(parsed, row, name)
+
+    if rule.required:
+        add(np.flatnonzero(absent), name, ErrorCode.MISSING_REQUIRED_FIELD)
+    wrong = ~absent & ~accepted & ~unencodable
+    add(np.flatnonzero(wrong), name, WRONG_KIND[rule.rule], sent)
+    judged = accepted & ~absent
+    if rule.rule in ("key", "id", "text"):
+        if rule.rule == "key":
+            bad = judged & ~clean.identifier_ok(text)
+            add(np.flatnonzero(bad), name, ErrorCode.INVALID_IDENTIFIER, sent,
+                lambda r: clean.first_invisible(sent(r)))  # fmt: skip
+        lengths = pc.fill_null(pc.utf8_length(text), 0).to_numpy(zero_copy_only=False)
+        long = judged & (lengths > rule.max_chars)
+        add(np.flatnonzero(long), name, ErrorCode.TEXT_TOO_LONG, sent, lambda r: lengths[r])
+    elif rule.rule == "flag":
+        kind_arrow = kind.cast(pl.String).to_arrow()
+        spelled = _numpy(pc.is_valid(clean.spelled_booleans(text)))
+        ints = _numpy(pc.equal(kind_arrow, "int")) & _numpy(pc.is_in(text, arrow.array(["0", "1"])))
+        ok = (
+            _numpy(pc.equal(kind_arrow, "bool"))
+            | ints
+            | (_numpy(pc.equal(kind_arrow, "str")) & spelled)
+        )
+        add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_BOOLEAN, sent)
+    elif rule.rule == "count":
+        ok = _numpy(pc.is_valid(clean.counts(text)))
+        add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_COUNT, sent)
+    elif rule.rule == "money":
+        ok = _numpy(pc.is_valid(clean.money(text)))
+        add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_PRICE, sent)
+    elif rule.rule == "duration":
+        ok = _numpy(pc.is_valid(clean.durations(text)[0]))
+        add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_DURATION, sent)
+    elif rule.rule == "date":
+        ok = clean.timestamps(text).notna().to_numpy()
+        add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_DATE, sent)
+    else:
+        _judge_list(rule, cleaned, judged, add, sent)
+
+
+def _judge_list(rule: Rule, cleaned: Cells, judged: np.ndarray, add, sent) -> None:
+    """Lists: every element of the right kind (and an http(s) URL for images), at most 100."""
+    name = rule.source
+    texts, kinds = cleaned.elements.get(name, (None, None))
+    n = len(cleaned)
+    if texts is None:
+        return
+    frame = pl.DataFrame({"row": np.arange(n), "text": texts, "kind": kinds}).filter(
+        pl.Series(judged)
+    )
+    flat = frame.explode(["text", "kind"]).drop_nulls("kind")
+    if rule.rule == "urls":
+        flat = flat.filter(pl.col("kind") != "null")  # a null element is no image: skipped
+        good = (flat["kind"] == "str").to_numpy() & clean.urls_ok(flat["text"].to_arrow())
+        bad_rows = np.unique(flat["row"].to_numpy()[~good])
+        add(bad_rows, name, ErrorCode.INVALID_URL, sent,
+            lambda r: _first_bad_url(sent(r)))  # fmt: skip
+    else:
+        good = flat["kind"].is_in(["str", "int", "float"]).to_numpy()
+        bad_rows = np.unique(flat["row"].to_numpy()[~good])
+        add(bad_rows, name, ErrorCode.INVALID_LIST, sent)
+    sizes = texts.list.len().fill_null(0).to_numpy()
+    add(
+        np.flatnonzero(judged & (sizes > settings.MAX_LIST_VALUES)), name, ErrorCode.TOO_MANY_VALUES
+    )
+
+
+def _judge_window(cleaned: Cells, parsed: ParsedPush, add) -> None:
+    """A discount window that ends before it starts."""
+    start, end = "pricing_info.discount_start_date", "pricing_info.discount_end_date"
+    if start not in cleaned.text.columns or end not in cleaned.text.columns:
+        return
+    begins = clean.timestamps(_dated(cleaned, start))
+    ends = clean.timestamps(_dated(cleaned, end), end_of_day=True)
+    before = (ends < begins).fillna(False).to_numpy(dtype=bool)
+    add(np.flatnonzero(before), end, ErrorCode.INVALID_DISCOUNT_WINDOW,
+        lambda r: _sent(parsed, r, end))  # fmt: skip
+
+
+def _dated(cleaned: Cells, name: str) -> arrow.Array:
+    """A date field's text where it was sent as text; null elsewhere."""
+    is_str = (cleaned.kind[name] == "str").fill_null(False).to_arrow()
+    text = cleaned.text[name].to_arrow().cast(arrow.string())
+    return pc.if_else(is_str, text, arrow.scalar(None, arrow.string()))
+
+
+# --- values as sent, for the refusals -------------------------------------------------
+
+
+def _sent(parsed: ParsedPush, row: int, path: str) -> Any:
+    """The value of field ``path`` of item ``row`` as it was sent."""
+    item = parsed.items[row] if row < len(parsed.items) else {}
+    head, _, rest = path.partition(".")
+    if rest and head in CONTAINERS and isinstance(item.get(head), dict):
+        return item[head].get(rest)
+    return item.get(path)
+
+
+def _first_bad_url(value: Any) -> str:
+    """The first element of an image list that is not a URL, shown; the list if none."""
+    if isinstance(value, list):
+        for element in value:
+            if element is not None and not clean.is_url(element):
+                return _shown(_as_sent(element))
+    return _shown(_as_sent(value))
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
 
 
 def _as_sent(value: Any) -> Any:
     """``value`` as strict JSON can carry it, numbers as they were sent.
 
     A number whose float would misquote it (``4.9999999999999999``, ``NaN``)
-    becomes the text it was sent as.
+    becomes the text it was sent as; parse's markers become their text.
     """
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -188,81 +314,24 @@ def _as_sent(value: Any) -> Any:
         return [_as_sent(v) for v in value]
     if isinstance(value, dict):
         return {k: _as_sent(v) for k, v in value.items()}
+    if getattr(value, "kind", None) in ("nonfinite", "unencodable"):
+        return str(value)
     return value
 
 
-def _jsonable(value: Any) -> Any:
-    if value is None or (
-        isinstance(value, float) and value != value and not isinstance(value, JsonFloat)
-    ):
-        return None
-    if isinstance(value, (Unencodable, NonFinite)):
-        return str(value)  # the text sent, e.g. "NaN"
-    value = _as_sent(value)
+def _cut(value: Any) -> Any:
+    """The value a refusal carries, long ones cut to 200 characters of their JSON."""
     if isinstance(value, str):
-        if len(value) > _MAX_VALUE_CHARS:
-            return value[:_MAX_VALUE_CHARS] + "…"
-        return value
+        return value if len(value) <= 200 else value[:200] + "…"
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
-    return value if len(text) <= _MAX_VALUE_CHARS else text[:_MAX_VALUE_CHARS] + "…"
+    return value if len(text) <= 200 else text[:200] + "…"
 
 
-def _shown(value: Any) -> str:
-    shown = _jsonable(value)
-    return json.dumps(shown, ensure_ascii=False) if not isinstance(shown, str) else repr(shown)
+def _numpy(mask: arrow.Array) -> np.ndarray:
+    return pc.fill_null(mask, False).to_numpy(zero_copy_only=False).astype(bool)
 
 
-def _message(code: ErrorCode, field: str, value: Any) -> str:
-    spec = FIELDS_BY_SOURCE.get(field)
-    shown = _shown(value)
-    if code is ErrorCode.MISSING_REQUIRED_FIELD:
-        return f"{field} is required and was missing or blank"
-    if code is ErrorCode.INVALID_TYPE:
-        return f"{field} must be an object of named fields, got {shown}"
-    if code is ErrorCode.INVALID_STRING:
-        return f"{field} must be text (a JSON number is accepted as its text), got {shown}"
-    if code is ErrorCode.INVALID_IDENTIFIER:
-        return (
-            f"{field} holds an invisible or control character ({clean.first_invisible(value)}) "
-            f"in {shown}; an identifier must be visible text, since two ids differing only by "
-            "such a character cannot be told apart"
-        )
-    if code is ErrorCode.TEXT_TOO_LONG:
-        limit = spec.max_chars if spec else settings.MAX_TEXT_CHARS
-        length = len(clean.text_of(pd.Series([value], dtype=object)).iloc[0])
-        return f"{field} is {length:,} characters, over the limit of {limit:,}"
-    if code is ErrorCode.INVALID_BOOLEAN:
-        return (
-            f"{field} must be a boolean: true/false, yes/no, y/n, t/f, on/off or 1/0; got {shown}"
-        )
-    if code is ErrorCode.INVALID_DURATION:
-        return f"{field} must be an ISO 8601 duration such as P7D or PT24H, got {shown}"
-    if code is ErrorCode.INVALID_COUNT:
-        return f"{field} must be a whole number from 0 to {settings.MAX_COUNT:,}, got {shown}"
-    if code is ErrorCode.INVALID_PRICE:
-        return (
-            f"{field} must be a non-negative decimal with at most two decimals and no "
-            f"currency symbol or thousands separator, such as 1299.00; got {shown}"
-        )
-    if code is ErrorCode.INVALID_DATE:
-        return (
-            f"{field} must be an ISO 8601 date or date-time such as 2026-11-30 or "
-            f"2026-11-30T18:00:00+05:30, or empty; got {shown}"
-        )
-    if code is ErrorCode.INVALID_DISCOUNT_WINDOW:
-        return f"{field} {shown} is before pricing_info.discount_start_date"
-    if code is ErrorCode.INVALID_URL:
-        return (
-            f"{field} must hold only http(s) URLs; {_shown(clean.first_bad_url(value))} is not one"
-        )
-    if code is ErrorCode.INVALID_LIST:
-        return f"{field} must be a list of text values, got {shown}"
-    if code is ErrorCode.TOO_MANY_VALUES:
-        return f"{field} holds more than {settings.MAX_LIST_VALUES} values"
-    return f"{field} is invalid: {shown}"
-
-
-__all__ = ["Validation", "prepare", "validate"]
+__all__ = ["Validation", "client_ids", "prepare", "validate"]

@@ -1,0 +1,115 @@
+"""Typed item rows from validated cells: every field converted to the column it is stored as.
+
+Only items that passed validation are given, so each conversion trusts the
+checks and turns what it does not recognize into null. The conversions are
+the very functions validation judged with (``clean``), so what was accepted
+is exactly what is stored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import clean
+from .cells import Cells
+from .records import Batch, pack_attributes
+from .rules import ATTRIBUTE_KEYS, RULES
+
+_NULL_DTYPES = {"count": "Int64", "flag": "boolean", "date": "datetime64[us, UTC]"}
+_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+
+
+def typed_items(cells: Cells) -> Batch:
+    """Convert the cleaned cells of passed items to typed columns named as in the items table."""
+    n = len(cells)
+    out: dict[str, pd.Series] = {}
+    lists: dict[str, pa.Array] = {}
+    for rule in RULES:
+        name = rule.source
+        if name not in cells.text.columns:
+            # Nothing sent for this field in the whole push: typed nulls, no work.
+            if rule.column in ATTRIBUTE_KEYS:
+                continue  # a string attribute: absent from the map, no column needed
+            if rule.rule in ("urls", "list"):
+                lists[rule.column] = _empty_lists(n)
+            else:
+                out[rule.column] = pd.Series([None] * n, dtype=_NULL_DTYPES.get(rule.rule, object))
+                if rule.rule == "duration":
+                    out[f"{rule.column}_seconds"] = pd.Series([None] * n, dtype="Int64")
+            continue
+        text = cells.text[name].to_arrow().cast(pa.string())
+        kind = cells.kind[name].cast(pl.String).to_arrow()
+        if rule.rule in ("key", "id", "text"):
+            usable = pc.is_in(kind, pa.array(["str", "int", "float"]))
+            out[rule.column] = _text(pc.if_else(usable, text, _NULL))
+        elif rule.rule == "count":
+            out[rule.column] = _pandas(clean.counts(text))
+        elif rule.rule == "money":
+            out[rule.column] = _text(clean.money(text))
+        elif rule.rule == "flag":
+            out[rule.column] = _pandas(_flags(text, kind))
+        elif rule.rule == "date":
+            is_str = pc.equal(kind, "str")
+            out[rule.column] = clean.timestamps(
+                pc.if_else(is_str, text, _NULL), end_of_day=rule.column == "discount_end_date"
+            )
+        elif rule.rule == "duration":
+            canonical, seconds = clean.durations(pc.if_else(pc.equal(kind, "str"), text, _NULL))
+            out[rule.column] = _text(canonical)
+            out[f"{rule.column}_seconds"] = _pandas(seconds)
+        else:  # urls, list: the elements' texts, nulls left out
+            lists[rule.column] = _elements(cells, name, n)
+    lists["attributes"] = pack_attributes(out, n)
+    out["extra_attributes"] = _extras(cells.extra_attributes, n)
+    out["extra_fields"] = _extras(cells.extra_fields, n)
+    return Batch(pd.DataFrame(out, index=pd.RangeIndex(n)), lists)
+
+
+_NULL = pa.scalar(None, pa.string())
+
+
+def _flags(text: pa.Array, kind: pa.Array) -> pa.Array:
+    """JSON booleans, 0 and 1, and the spellings; null for anything else."""
+    spelled = clean.spelled_booleans(text)
+    json_bool = pc.equal(text, "true")
+    as_int = pc.equal(text, "1")
+    return pc.case_when(
+        pc.make_struct(pc.equal(kind, "bool"), pc.equal(kind, "int"), pc.equal(kind, "str")),
+        json_bool,
+        pc.if_else(pc.is_in(text, pa.array(["0", "1"])), as_int, pa.scalar(None, pa.bool_())),
+        spelled,
+    )
+
+
+def _elements(cells: Cells, name: str, n: int) -> pa.ListArray:
+    texts, kinds = cells.elements.get(name, (None, None))
+    if texts is None:
+        return _empty_lists(n)
+    frame = pl.DataFrame({"row": np.arange(n), "text": texts, "kind": kinds})
+    flat = frame.explode(["text", "kind"]).filter(pl.col("kind").is_in(["str", "int", "float"]))
+    return clean.lists_at(flat["row"].to_numpy(), flat["text"].to_numpy().astype(object), n)
+
+
+def _empty_lists(n: int) -> pa.ListArray:
+    return clean.lists_at(np.zeros(0, dtype="int64"), np.zeros(0, dtype=object), n)
+
+
+def _text(array: pa.Array) -> pd.Series:
+    return pd.Series(clean.TEXT.__from_arrow__(array.cast(pa.string())))
+
+
+def _pandas(array: pa.Array) -> pd.Series:
+    return pd.Series(array.to_pandas(types_mapper=_TYPES.get))
+
+
+def _extras(series: pl.Series | None, n: int) -> pd.Series:
+    if series is None:
+        return pd.Series([None] * n, dtype=object)
+    return pd.Series(series.to_list(), dtype=object)
+
+
+__all__ = ["typed_items"]
