@@ -48,6 +48,8 @@ class Cells:
     extra_attributes: pl.Series | None = None
     #: (item, path, text) of every NaN or Infinity inside a field outside the spec.
     nonfinite: list[tuple[int, str, str]] = field(default_factory=list)
+    #: The kinds as numpy codes per field, once asked for (``validate.codes``).
+    codes: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return self.text.height

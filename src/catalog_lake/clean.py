@@ -279,7 +279,10 @@ def timestamps(text: pa.Array, *, end_of_day: bool = False) -> pd.Series:
     date past either end (0001-01-01T00:30+01:00 is year 0 in UTC), so those
     are refused.
     """
-    values = pd.Series(text.cast(pa.string()).to_pandas(), dtype=object).str.strip()
+    text = text.cast(pa.string())
+    if text.null_count == len(text):  # most feeds leave the discount dates empty
+        return pd.Series(pd.NaT, index=pd.RangeIndex(len(text)), dtype="datetime64[us, UTC]")
+    values = pd.Series(text.to_pandas(), dtype=object).str.strip()
     parsed = pd.to_datetime(values, format="ISO8601", utc=True, errors="coerce")
     parsed = pd.Series(parsed).astype("datetime64[us, UTC]")
     year = parsed.dt.year

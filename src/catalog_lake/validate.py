@@ -26,18 +26,15 @@ from . import clean, settings
 from .cells import KIND, Cells
 from .errors import ErrorCode, item_error
 from .parse import JsonFloat, ParsedPush
-from .rules import ACCEPTS, CONTAINERS, RULES, RULES_BY_SOURCE, WRONG_KIND, Rule, message
+from .rules import ACCEPTS, CONTAINERS, KINDS, RULES, RULES_BY_SOURCE, WRONG_KIND, Rule, message
 
 #: The shape every push's cells have, whatever path made them: text columns of
-#: strings, kind columns of the JSON kinds, and the required fields present.
+#: strings and kind columns of the JSON kinds (``cells.from_frame`` gives the
+#: required fields a column even when no item sends them).
 CELLS_TEXT = pa.DataFrameSchema(
-    {r.source: pa.Column(pl.String, nullable=True) for r in RULES if r.required}
-    | {r".*": pa.Column(pl.String, nullable=True, regex=True, required=False)},
+    {r".*": pa.Column(pl.String, nullable=True, regex=True, required=False)}
 )
-CELLS_KIND = pa.DataFrameSchema(
-    {r.source: pa.Column(KIND, nullable=True) for r in RULES if r.required}
-    | {r".*": pa.Column(KIND, nullable=True, regex=True, required=False)},
-)
+CELLS_KIND = pa.DataFrameSchema({r".*": pa.Column(KIND, nullable=True, regex=True, required=False)})
 
 
 @dataclass
@@ -87,8 +84,8 @@ def validate(parsed: ParsedPush, groups: pd.Series | None = None) -> Validation:
             _judge(rule, cleaned, parsed, add)
     for container in CONTAINERS:
         if container in cells.kind.columns:
-            kind = cells.kind[container]
-            wrong = np.flatnonzero((kind.is_not_null() & (kind != "null")).to_numpy())
+            kind = codes(cells, container)
+            wrong = np.flatnonzero((kind != ABSENT) & (kind != CODE["null"]))
             add(
                 wrong, container, ErrorCode.INVALID_TYPE, lambda r, c=container: _sent(parsed, r, c)
             )
@@ -118,7 +115,7 @@ def prepare(cells: Cells) -> Cells:
         if rule is None or rule.rule in ("urls", "list"):
             continue
         text = cells.text[name].to_arrow()
-        is_str = (cells.kind[name] == "str").fill_null(False).to_arrow()
+        is_str = arrow.array(codes(cells, name) == CODE["str"])
         if rule.rule == "key":
             fixed = clean.trimmed_or_null(text)
         elif rule.rule in ("id", "text"):
@@ -136,17 +133,15 @@ def prepare(cells: Cells) -> Cells:
         cells.extra_fields,
         cells.extra_attributes,
         cells.nonfinite,
+        cells.codes,  # the kinds did not change: neither did their codes
     )
 
 
 def client_ids(cleaned: Cells) -> pd.Series:
     """Each item's ``client_item_id`` as stored (text, or a number's text); NA otherwise."""
-    kind = cleaned.kind["client_item_id"]
-    usable = kind.is_in(["str", "int", "float"]).fill_null(False)
+    usable = arrow.array(_any_of(codes(cleaned, "client_item_id"), ("str", "int", "float")))
     ids = cleaned.text["client_item_id"].to_arrow()
-    ids = pc.if_else(
-        usable.to_arrow(), ids.cast(arrow.string()), arrow.scalar(None, arrow.string())
-    )
+    ids = pc.if_else(usable, ids.cast(arrow.string()), arrow.scalar(None, arrow.string()))
     return pd.Series(ids.to_pandas(), dtype=object).where(lambda s: s.notna(), None)
 
 
@@ -168,23 +163,41 @@ def add_duplicates(ids: pd.Series, groups: pd.Series | None, errors: dict) -> No
 
 # --- the rules, one field at a time ------------------------------------------------
 
+#: Kind codes as numpy sees them: the Enum's physical codes, ``ABSENT`` where not sent.
+CODE = {kind: code for code, kind in enumerate(KINDS)}
+ABSENT = 255
+
+
+def codes(cells: Cells, name: str) -> np.ndarray:
+    """The kind codes of one field (``CODE``), one per item: plain numpy, no Polars per check.
+
+    Taken out of the kind frame once per push, in one call (``Cells.codes``).
+    """
+    if cells.codes is None:
+        physical = cells.kind.select(pl.all().to_physical().fill_null(ABSENT))
+        cells.codes = {name: physical[name].to_numpy() for name in physical.columns}
+    return cells.codes[name]
+
+
+def _any_of(kinds: np.ndarray, names) -> np.ndarray:
+    return np.isin(kinds, [CODE[k] for k in names])
+
 
 def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, add) -> None:
     """Every check of one field, in the order its errors are reported."""
     name = rule.source
-    kind = cleaned.kind[name]
+    kind = codes(cleaned, name)
     text = cleaned.text[name].to_arrow().cast(arrow.string())
-    absent = (kind.is_null() | (kind == "null")).fill_null(True).to_numpy() | _numpy(
-        pc.is_null(text)
-    )
-    absent &= ~(kind == "unencodable").fill_null(False).to_numpy()
+    unsent = (kind == ABSENT) | (kind == CODE["null"])
+    unencodable = kind == CODE["unencodable"]
     if rule.rule in ("urls", "list"):
-        absent = (kind.is_null() | (kind == "null")).fill_null(True).to_numpy()
-    accepted = kind.is_in(sorted(ACCEPTS[rule.rule])).fill_null(False).to_numpy()
-    unencodable = (kind == "unencodable").fill_null(False).to_numpy()
+        absent = unsent
+    else:
+        absent = (unsent | _numpy(pc.is_null(text))) & ~unencodable
+    accepted = _any_of(kind, ACCEPTS[rule.rule])
 
     def sent(row: int) -> Any:
-        if rule.rule in ("key", "id", "text") and cleaned.kind[name][row] == "str":
+        if rule.rule in ("key", "id", "text") and kind[row] == CODE["str"]:
             return cleaned.text[name][row]  # the text as cleaned: what the rule judged
         return _sent(parsed, row, name)
 
@@ -193,23 +206,22 @@ def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, add) -> None:
     wrong = ~absent & ~accepted & ~unencodable
     add(np.flatnonzero(wrong), name, WRONG_KIND[rule.rule], sent)
     judged = accepted & ~absent
+    if not judged.any():
+        return
     if rule.rule in ("key", "id", "text"):
         if rule.rule == "key":
             bad = judged & ~clean.identifier_ok(text)
             add(np.flatnonzero(bad), name, ErrorCode.INVALID_IDENTIFIER, sent,
                 lambda r: clean.first_invisible(sent(r)))  # fmt: skip
-        lengths = pc.fill_null(pc.utf8_length(text), 0).to_numpy(zero_copy_only=False)
-        long = judged & (lengths > rule.max_chars)
-        add(np.flatnonzero(long), name, ErrorCode.TEXT_TOO_LONG, sent, lambda r: lengths[r])
+        # Characters are never more than bytes: most columns need no count.
+        if (pc.max(pc.binary_length(text)).as_py() or 0) > rule.max_chars:
+            lengths = pc.fill_null(pc.utf8_length(text), 0).to_numpy(zero_copy_only=False)
+            long = judged & (lengths > rule.max_chars)
+            add(np.flatnonzero(long), name, ErrorCode.TEXT_TOO_LONG, sent, lambda r: lengths[r])
     elif rule.rule == "flag":
-        kind_arrow = kind.cast(pl.String).to_arrow()
         spelled = _numpy(pc.is_valid(clean.spelled_booleans(text)))
-        ints = _numpy(pc.equal(kind_arrow, "int")) & _numpy(pc.is_in(text, arrow.array(["0", "1"])))
-        ok = (
-            _numpy(pc.equal(kind_arrow, "bool"))
-            | ints
-            | (_numpy(pc.equal(kind_arrow, "str")) & spelled)
-        )
+        ints = (kind == CODE["int"]) & _numpy(pc.is_in(text, _ZERO_ONE))
+        ok = (kind == CODE["bool"]) | ints | ((kind == CODE["str"]) & spelled)
         add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_BOOLEAN, sent)
     elif rule.rule == "count":
         ok = _numpy(pc.is_valid(clean.counts(text)))
@@ -225,6 +237,9 @@ def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, add) -> None:
         add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_DATE, sent)
     else:
         _judge_list(rule, cleaned, judged, add, sent)
+
+
+_ZERO_ONE = arrow.array(["0", "1"])
 
 
 def _judge_list(rule: Rule, cleaned: Cells, judged: np.ndarray, add, sent) -> None:
@@ -268,7 +283,7 @@ def _judge_window(cleaned: Cells, parsed: ParsedPush, add) -> None:
 
 def _dated(cleaned: Cells, name: str) -> arrow.Array:
     """A date field's text where it was sent as text; null elsewhere."""
-    is_str = (cleaned.kind[name] == "str").fill_null(False).to_arrow()
+    is_str = arrow.array(codes(cleaned, name) == CODE["str"])
     text = cleaned.text[name].to_arrow().cast(arrow.string())
     return pc.if_else(is_str, text, arrow.scalar(None, arrow.string()))
 
