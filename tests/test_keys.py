@@ -45,7 +45,7 @@ def _keys_of(table: pa.Table) -> list[tuple[str, int]]:
 
 
 def _index_keys(catalog: Catalog) -> list[tuple[str, int]]:
-    return _keys_of(catalog._key_index().table)
+    return _keys_of(catalog.keys.index().table)
 
 
 def test_an_ingest_run_leaves_a_snapshot_of_every_stored_key(tmp_path, ticking):
@@ -158,7 +158,7 @@ def test_a_snapshot_from_another_lake_is_not_trusted(tmp_path, ticking):
 
 
 def test_a_cold_lookup_that_reads_many_files_saves_a_new_snapshot(tmp_path, ticking, monkeypatch):
-    monkeypatch.setattr("catalog_lake.catalog.KEYS_RESAVE_FILES", 2)
+    monkeypatch.setattr("catalog_lake.keys.KEYS_RESAVE_FILES", 2)
     lake = tmp_path / "lake"
     catalog = Catalog(lake, clock=ticking)
     for n in range(4):

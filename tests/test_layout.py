@@ -218,7 +218,7 @@ def test_a_lake_read_through_sql_as_on_an_object_store_updates_the_same(
     tmp_path, clock, monkeypatch
 ):
     """Object stores have no writer lock and no local Parquet paths: every read goes through SQL."""
-    for module in ("catalog_lake.lake", "catalog_lake.catalog"):
+    for module in ("catalog_lake.lake", "catalog_lake.keys"):
         monkeypatch.setattr(f"{module}.is_local", lambda uri: False)
     catalog = Catalog(tmp_path / "lake", clock=clock)
     catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})

@@ -1,0 +1,175 @@
+"""The only owner of service ids: every stored ``client_item_id`` with its id, kept current.
+
+A service id is numeric text the lake gives a ``client_item_id`` the first time
+it is stored, and keeps for good. Ids come from the items table itself (its
+largest id plus one), read once per catalog and kept current by its own
+pushes; a local lake also keeps a key snapshot beside the tables, so a new
+process reads only the blocks that changed since it was saved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import settings
+from .lake import BlocksScan, KeySnapshot, Lake, is_local
+from .records import Batch
+
+#: Files a cold key lookup may read past the lake's key snapshot before it saves a new one.
+KEYS_RESAVE_FILES = 64
+
+
+@dataclass(frozen=True)
+class KeyIndex:
+    """client_item_id, object_id and id_block of every stored item, at one items-table version."""
+
+    version: int | None
+    table: pa.Table
+    max_id: int
+
+
+class Keys:
+    """The key index of one lake, read once and kept current by the pushes made through it."""
+
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self._index: KeyIndex | None = None
+
+    def forget(self) -> None:
+        """Drop the index: the next lookup reads it again (after a write that failed midway)."""
+        self._index = None
+
+    def snapshot(self) -> pa.Table | None:
+        """The keys a new process would load (snapshot plus changed blocks); None without one."""
+        snapshot = self.lake.load_keys()
+        return None if snapshot is None else self.from_files(snapshot)[0]
+
+    def assign(
+        self,
+        items: Batch,
+        request_ids: pd.Series,
+        received_at: pd.Series,
+        first: pd.DataFrame,
+    ) -> Batch:
+        """Give every item its service id: the stored one, or the next free number.
+
+        Ids come from the items table itself (its largest id), so an id is
+        never handed to two client_item_ids. Only ids are looked up: an
+        update leaves ``first_seen_at``, ``likes`` and ``sales`` as stored
+        (``lake.KEPT_ON_UPDATE``), so they need not be read back.
+        """
+        frame = items.frame.copy()
+        index = self.index()
+        probe = pa.table({"client_item_id": pa.array(frame["client_item_id"], pa.string())})
+        probe = probe.append_column("_row", pa.array(np.arange(len(frame)), pa.int64()))
+        # Arrow builds its hash table on the right side: the push's keys, not the lake's.
+        found = index.table.join(probe, "client_item_id", join_type="inner")
+        object_id = np.zeros(len(frame), dtype="int64")
+        object_id[found["_row"].to_numpy()] = found["object_id"].to_numpy()
+        new = object_id == 0  # service ids start at 1
+        order = np.argsort(first["position"].to_numpy()[new], kind="stable")
+        fresh = np.empty(int(new.sum()), dtype="int64")
+        fresh[order] = np.arange(index.max_id + 1, index.max_id + 1 + len(fresh), dtype="int64")
+        object_id[new] = fresh
+        frame["object_id"] = object_id
+        frame["id_block"] = object_id // settings.ID_BLOCK_SIZE
+        frame["known"] = ~new
+        # .array, not .to_numpy(): a tz-aware column would become one Timestamp per row.
+        frame["first_seen_at"] = pd.Series(first["at"].array, index=frame.index).astype(
+            "datetime64[us, UTC]"
+        )
+        frame["likes"] = pd.Series(0, index=frame.index, dtype="Int64")
+        frame["sales"] = pd.Series(0, index=frame.index, dtype="Int64")
+        frame["updated_at"] = pd.Series(received_at.array, index=frame.index).astype(
+            "datetime64[us, UTC]"
+        )
+        frame["request_id"] = request_ids.to_numpy(dtype=object)
+        return Batch(frame, items.lists)
+
+    def index(self) -> KeyIndex:
+        """Every stored client_item_id with its id, read once and then kept current.
+
+        A long-lived catalog (a service, a flow task pushing many groups)
+        would otherwise read the whole key column of the items table for
+        every push. The copy is checked against the table's Delta version
+        under the writer lock, so another writer's commit makes us read it
+        again; our own pushes add their new keys to it (``remember``).
+        Reading it again starts from the lake's key snapshot, when there is
+        one (``from_files``).
+        """
+        version = self.lake.version("items")
+        cached = self._index
+        if cached is not None and cached.version == version and version is not None:
+            return cached
+        if is_local(self.lake.uri):
+            table, scan = self.from_files(self.lake.load_keys())
+            version = scan.version
+            if scan.files_read > KEYS_RESAVE_FILES:
+                self.lake.save_keys(KeySnapshot(scan.version, scan.files, table))
+        else:
+            table = self.lake.scan("items", ["client_item_id", "object_id"])
+            blocks = pc.divide(table["object_id"], settings.ID_BLOCK_SIZE)  # ids are positive
+            table = table.append_column("id_block", blocks)
+        max_id = pc.max(table["object_id"]).as_py() if table.num_rows else None
+        self._index = KeyIndex(version, table, int(max_id or 0))
+        return self._index
+
+    def from_files(self, snapshot: KeySnapshot | None) -> tuple[pa.Table, BlocksScan]:
+        """The items table's keys, read from its files where they changed since ``snapshot``.
+
+        A million-item lake's key column is 500 files: 400-500 ms to read,
+        paid by every new process's first push (a CLI push, a flow task)
+        however small. The snapshot, one Arrow file, loads in a few
+        milliseconds, and only the blocks rewritten since it was saved are
+        read from the table, so a cold push costs what changed, not what
+        is stored.
+        """
+        known = snapshot.files if snapshot is not None else None
+        scan = self.lake.blocks_scan("items", ["client_item_id", "object_id"], known)
+        if snapshot is None:
+            return scan.rows, scan
+        kept = snapshot.table
+        if scan.touched:
+            touched = pa.array(sorted(scan.touched), pa.int64())
+            kept = kept.filter(pc.invert(pc.is_in(kept["id_block"], value_set=touched)))
+        return pa.concat_tables([kept.cast(scan.rows.schema), scan.rows]), scan
+
+    def save(self) -> None:
+        """Save the lake's key snapshot as of now (after an ingest run; local lakes only).
+
+        Made from the table's files (the last snapshot plus the blocks
+        changed since), never from the keys this catalog added along the
+        way, so a snapshot is only ever as right as the table itself.
+        """
+        if not is_local(self.lake.uri):
+            return
+        table, scan = self.from_files(self.lake.load_keys())
+        if scan.version is not None:
+            self.lake.save_keys(KeySnapshot(scan.version, scan.files, table))
+
+    def remember(self, items: Batch) -> None:
+        """Add a push's new items to the key index, or forget it when unsure."""
+        cached, self._index = self._index, None
+        if cached is None or not is_local(self.lake.uri):
+            return  # without the writer lock another writer may have committed too
+        new = items.frame[~items.frame["known"]]
+        if not len(new):
+            self._index = KeyIndex(self.lake.version("items"), cached.table, cached.max_id)
+            return
+        added = pa.table(
+            {
+                "client_item_id": pa.array(new["client_item_id"], pa.string()),
+                "object_id": pa.array(new["object_id"], pa.int64()),
+                "id_block": pa.array(new["id_block"], pa.int64()),
+            }
+        ).cast(cached.table.schema)
+        table = pa.concat_tables([cached.table, added])
+        if table["client_item_id"].num_chunks > 64:
+            table = table.combine_chunks()
+        max_id = max(cached.max_id, int(new["object_id"].max()))
+        self._index = KeyIndex(self.lake.version("items"), table, max_id)
