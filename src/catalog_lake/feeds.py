@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -129,11 +129,7 @@ class Plan:
 
     def skipped_counts(self) -> dict[str, int]:
         """How many files were skipped for each reason."""
-        counts: dict[str, int] = {}
-        for feed in self.skipped:
-            reason = self.reasons.get(feed.path, SKIP_UNCHANGED)
-            counts[reason] = counts.get(reason, 0) + 1
-        return counts
+        return dict(Counter(self.reasons.get(f.path, SKIP_UNCHANGED) for f in self.skipped))
 
 
 #: Why a file was skipped, as the run reports it.
