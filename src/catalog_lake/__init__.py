@@ -1,6 +1,6 @@
 """catalog-lake: product feeds in, validated flat search records out, on Delta Lake."""
 
-from .catalog import Catalog, PushRequest
+from .catalog import Catalog
 from .errors import (
     CatalogLakeError,
     ErrorCode,
@@ -9,6 +9,7 @@ from .errors import (
     NoLakeError,
     PushError,
 )
+from .push import PushRequest
 from .records import Synonyms
 from .summary import FAILED_ITEMS_KEY, RESPONSE_KEYS, push_response
 

@@ -9,126 +9,36 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import polars as pl
 import pyarrow as pa
 
 from . import settings
 from .errors import CatalogLakeError, LakeError, PushError
-from .items import typed_items
 from .keys import Keys
 from .lake import LAKE_ERRORS, Lake, quote
 from .parse import ParsedPush, combine, parse_push, payload_from_raw
+from .push import (
+    Checked,
+    Derived,
+    Push,
+    PushRequest,
+    StaleCheck,
+    check_group,
+    check_key,
+    plan_responses,
+    raw_rows,
+    reject_rows,
+    write_failed,
+)
 from .records import Batch, Synonyms, derive_records
-from .schemas import ITEMS, PUSHES, RAW, RECORDS, REJECTS
-from .summary import push_response
-from .validate import Validation, validate
-from .validate import client_ids as client_ids_of
+from .schemas import ITEMS, PUSHES, RECORDS
 
 Clock = Callable[[], datetime]
-
-
-@dataclass(frozen=True)
-class _Push:
-    """One push on its way through ``_ingest``: the payload and where it came from."""
-
-    parsed: ParsedPush
-    request_id: str
-    received_at: datetime
-    started: float
-    source: str | None
-    flow_run_id: str | None = None
-    idempotency_key: str | None = None
-    replay: bool = False
-
-    @cached_property
-    def digest(self) -> str:
-        """SHA-256 of the items as received (what an idempotency key is bound to)."""
-        return self.parsed.digest()
-
-
-@dataclass(frozen=True)
-class PushRequest:
-    """One push of a group given to ``Catalog.push_many``.
-
-    ``payload`` is what ``Catalog.push`` takes (a dict, JSON text or bytes)
-    or a ``ParsedPush`` already made by ``parse_push``.
-    """
-
-    payload: Any
-    source: str | None = None
-    idempotency_key: str | None = None
-
-
-@dataclass
-class Checked:
-    """A group of pushes validated and typed: all of a push's work that needs no lake or clock.
-
-    ``feeds`` computes it in worker processes while the main process writes
-    the previous group (``check_group``); ``Catalog.push_many`` takes it for
-    exactly the requests it was computed from.
-    """
-
-    checked: Validation
-    client_ids: pd.Series
-    keep: pd.Series  # passed and not superseded by a later push of the group
-    typed: Batch  # typed_items of the kept rows, in order
-
-
-@dataclass
-class Derived:
-    """What a batch of items becomes, before anything is written."""
-
-    checked: Validation
-    client_ids: pd.Series
-    items: Batch
-    records: Batch
-
-
-def check_group(
-    parsed: ParsedPush, groups: pd.Series, timings: dict[str, float] | None = None
-) -> Checked:
-    """Validate a group of pushes and type the items that will be stored.
-
-    ``groups`` names each item's push: duplicates are judged within a push,
-    and across pushes the last valid occurrence wins (``keep``), as it would
-    have if the pushes came one after another. Pure: no lake, no clock, so
-    it can run in another process.
-    """
-    timings = timings if timings is not None else {}
-    started = time.perf_counter()
-    checked = validate(parsed, groups=groups)
-    client_ids = client_ids_of(checked.frame)
-    passed = checked.passed
-    superseded = pd.Series(False, index=passed.index)
-    superseded[passed] = client_ids[passed].duplicated(keep="last")
-    keep = passed & ~superseded
-    middle = time.perf_counter()
-    typed = typed_items(checked.frame.filter(pl.Series(keep.to_numpy())))
-    # The validated cells are not needed past this point (and are costly to ship).
-    checked = Validation(
-        frame=checked.frame.filter(pl.Series([False] * len(keep))),
-        errors=checked.errors,
-        size=len(keep),
-    )
-    timings["validate"] = timings.get("validate", 0.0) + middle - started
-    timings["typed_items"] = timings.get("typed_items", 0.0) + time.perf_counter() - middle
-    return Checked(checked, client_ids, keep, typed)
-
-
-class StaleCheck(Exception):  # noqa: N818 - a signal to feeds, never seen by users
-    """``push_many(checked=...)`` cannot use its check; the caller must check again.
-
-    Not a ``CatalogLakeError``: ``feeds`` catches it and re-runs the group in
-    process, so it never reaches a user.
-    """
 
 
 def _utcnow() -> datetime:
@@ -258,7 +168,7 @@ class Catalog:
                 # Replays follow received_at: a group's pushes must not tie.
                 received_at = pushes[-1].received_at + timedelta(microseconds=1)
             if request.idempotency_key is not None:
-                _check_key(request.idempotency_key)
+                check_key(request.idempotency_key)
             parsed = request.payload
             if not isinstance(parsed, ParsedPush):
                 try:
@@ -269,7 +179,7 @@ class Catalog:
                         raise
                     raise PushError(exc.reason, f"push {number}: {exc.detail}") from None
             pushes.append(
-                _Push(
+                Push(
                     parsed,
                     str(uuid.uuid4()),
                     received_at,
@@ -281,7 +191,7 @@ class Catalog:
             )
         return self._ingest(pushes, checked, replayed) if pushes else []
 
-    def _earlier_pushes(self, pushes: list[_Push]) -> dict[str, tuple[str, dict[str, Any]]]:
+    def _earlier_pushes(self, pushes: list[Push]) -> dict[str, tuple[str, dict[str, Any]]]:
         """Digest and response of the pushes made earlier under these pushes' keys.
 
         The keys live in the ``pushes`` table, written last by every push, so
@@ -351,7 +261,7 @@ class Catalog:
 
     def _ingest(
         self,
-        pushes: list[_Push],
+        pushes: list[Push],
         checked: Checked | None = None,
         replayed: list[bool] | None = None,
     ) -> list[dict[str, Any]]:
@@ -361,7 +271,7 @@ class Catalog:
             try:
                 stack.enter_context(self.lake.writing())
             except LakeError as exc:
-                raise _write_failed(exc, first.request_id, raw_written=first.replay) from exc
+                raise write_failed(exc, first.request_id, raw_written=first.replay) from exc
             try:
                 if not self._ensured:  # a push creates the lake it writes
                     self.lake.ensure()
@@ -370,7 +280,7 @@ class Catalog:
                 earlier = self._earlier_pushes(pushes)
             except LAKE_ERRORS as exc:
                 self._ensured = False
-                raise _write_failed(exc, first.request_id, raw_written=first.replay) from exc
+                raise write_failed(exc, first.request_id, raw_written=first.replay) from exc
             responses: list[dict[str, Any] | None] = [None] * len(pushes)
             todo: list[int] = []
             first_with_key: dict[str, int] = {}
@@ -409,7 +319,7 @@ class Catalog:
                 replayed[:] = [number not in done for number in range(len(pushes))]
             return [r for r in responses if r is not None]
 
-    def _write(self, pushes: list[_Push], checked: Checked | None = None) -> list[dict[str, Any]]:
+    def _write(self, pushes: list[Push], checked: Checked | None = None) -> list[dict[str, Any]]:
         """Validate, derive and store a group of pushes; their responses, in order.
 
         The group is derived as one batch and shares each table's commit; on
@@ -432,7 +342,7 @@ class Catalog:
                 checked = check_group(parsed, request_ids, self.timings)
         except LAKE_ERRORS as exc:
             self._ensured = False
-            raise _write_failed(
+            raise write_failed(
                 exc, first.request_id, raw_written=replay, pushes=len(pushes)
             ) from exc
         client_ids = checked.client_ids
@@ -460,7 +370,7 @@ class Catalog:
         try:
             if not replay:
                 with self.timed("write_raw"):
-                    raw = _raw(pushes, parsed, request_ids, received_at, passed, client_ids)
+                    raw = raw_rows(pushes, parsed, request_ids, received_at, passed, client_ids)
                     pending = self.lake.append_later("raw", raw, metadata)
             items = self._identified(checked, request_ids, received_at)
             known = items.frame["known"].to_numpy(dtype=bool)
@@ -474,7 +384,7 @@ class Catalog:
                 record_rows = records.table(RECORDS)
                 if known.any():
                     ahead["records"] = self.lake.prefetch("records", record_rows)
-            failed_by_push, responses = _responses(pushes, checked, items)
+            failed_by_push, answers = plan_responses(pushes, checked, items)
             if pending is not None:
                 with self.timed("write_raw"):
                     pending.result()
@@ -483,7 +393,7 @@ class Catalog:
                 replay and self.lake.has("rejects", "request_id", first.request_id)
             ):
                 with self.timed("write_rejects"):
-                    rejects = _rejects(pushes, failed_by_push)
+                    rejects = reject_rows(pushes, failed_by_push)
                     self.lake.append("rejects", rejects, metadata)
             if len(items):
                 with self.timed("write_items"):
@@ -524,7 +434,7 @@ class Catalog:
                     "payload_sha256": push.digest,
                     "response_json": json.dumps(response, ensure_ascii=False),
                 }
-                for number, (push, response) in enumerate(zip(pushes, responses, strict=True))
+                for number, (push, response) in enumerate(zip(pushes, answers, strict=True))
             ]
             with self.timed("write_pushes"):
                 self.lake.append("pushes", pa.Table.from_pylist(rows, schema=PUSHES), metadata)
@@ -536,11 +446,11 @@ class Catalog:
                 _landed(work)
             if isinstance(exc, (*LAKE_ERRORS, pa.ArrowException)):
                 self._ensured = False
-                raise _write_failed(
+                raise write_failed(
                     exc, first.request_id, raw_written=raw_written, pushes=len(pushes)
                 ) from exc
             raise
-        return responses
+        return answers
 
     def snapshot_keys(self) -> pa.Table | None:
         """The keys a new process would load (snapshot plus changed blocks); None without one."""
@@ -584,7 +494,7 @@ class Catalog:
             # The push keeps its identity: a later ingest then finds its key and
             # does not push those items again (issue 16). Rows written before
             # raw carried the identity have none, and are finished as "repair".
-            replay = _Push(
+            replay = Push(
                 parsed,
                 request_id,
                 first["received_at"],
@@ -684,38 +594,6 @@ class Catalog:
         )
 
 
-def _responses(
-    pushes: list[_Push], checked: Checked, items: Batch
-) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
-    """Each push's failures (numbered within the push) and its push response."""
-    sizes = [len(p.parsed.item_json) for p in pushes]
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype("int64")
-    passed = checked.checked.passed.to_numpy(dtype=bool)
-    id_of = dict(
-        zip(
-            items.frame["client_item_id"].tolist(),
-            items.frame["object_id"].tolist(),
-            strict=True,
-        )
-    )
-    client_list = [_str_or_none(c) for c in checked.client_ids.tolist()]
-    failed_by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
-    for index, errs in checked.checked.errors.items():
-        number = int(np.searchsorted(offsets, index, side="right")) - 1
-        within = index - int(offsets[number])
-        failed_by_push[number].append(
-            {"index": within, "client_item_id": client_list[index], "errors": errs}
-        )
-    responses = []
-    for number, push in enumerate(pushes):
-        lo, hi = int(offsets[number]), int(offsets[number + 1])
-        stored = [
-            (c, id_of[c]) for c, ok in zip(client_list[lo:hi], passed[lo:hi], strict=True) if ok
-        ]
-        responses.append(push_response(push.request_id, hi - lo, stored, failed_by_push[number]))
-    return failed_by_push, responses
-
-
 def _landed(pending: Future) -> bool:
     """Wait for background work (an append, a fold); whether it succeeded."""
     try:
@@ -723,68 +601,6 @@ def _landed(pending: Future) -> bool:
     except Exception:
         return False
     return True
-
-
-def _raw(
-    pushes: list[_Push],
-    parsed: ParsedPush,
-    request_ids: pd.Series,
-    received_at: pd.Series,
-    passed: np.ndarray,
-    client_ids: pd.Series,
-) -> pa.Table:
-    """Raw-table rows of a group of pushes: every item as received, numbered per push.
-
-    Each row carries its push's source, flow run and idempotency key, which
-    ``repair`` gives back to the push it finishes.
-    """
-    sizes = [len(p.parsed.item_json) for p in pushes]
-
-    def per_item(values: list[str | None]) -> pa.Array:
-        return pa.array(np.repeat(np.array(values, dtype=object), sizes), pa.string())
-
-    ids = request_ids.to_numpy(dtype=object)
-    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.array([], int)
-    position = np.arange(len(ids)) - np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
-    received = pa.array(received_at, RAW.field("received_at").type)
-    return pa.table(
-        {
-            "request_id": pa.array(ids, pa.string()),
-            "index": pa.array(position.astype("int32")),
-            "received_at": received,
-            "client_item_id": pa.array(client_ids.astype(object), pa.string(), from_pandas=True),
-            "passed": pa.array(passed),
-            "item_json": pa.array(parsed.item_json, pa.string()),
-            "received_date": received.cast(pa.date32()),
-            "source": per_item([p.source for p in pushes]),
-            "flow_run_id": per_item([p.flow_run_id for p in pushes]),
-            "idempotency_key": per_item([p.idempotency_key for p in pushes]),
-        },
-        schema=RAW,
-    )
-
-
-def _rejects(pushes: list[_Push], failed_by_push: list[list[dict[str, Any]]]) -> pa.Table:
-    rows = [
-        {
-            "request_id": push.request_id,
-            "index": f["index"],
-            "client_item_id": f["client_item_id"],
-            "codes": list(dict.fromkeys(e["code"] for e in f["errors"])),
-            "errors": [
-                {**e, "value": json.dumps(e["value"], ensure_ascii=False)} for e in f["errors"]
-            ],
-            "rejected_at": push.received_at,
-        }
-        for push, failed in zip(pushes, failed_by_push, strict=True)
-        for f in failed
-    ]
-    return pa.Table.from_pylist(rows, schema=REJECTS)
-
-
-def _check_key(key: Any) -> None:
-    if not isinstance(key, str) or not key.strip() or len(key) > 256:
-        raise PushError("invalid_idempotency_key", "idempotency_key must be 1 to 256 characters")
 
 
 def _sent(value: str | None) -> Any:
@@ -803,24 +619,6 @@ def _pandas(table: pa.Table) -> pd.DataFrame:
 
 def _by_id(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame.sort_values(column, key=lambda s: s.astype("int64"), ignore_index=True)
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _write_failed(
-    exc: Exception, request_id: str, *, raw_written: bool, pushes: int = 1
-) -> PushError:
-    what = "this push" if pushes == 1 else f"the {pushes} pushes written together"
-    hint = (
-        f"; the items reached the raw table, so `catalog-lake repair` can finish {what}"
-        if raw_written
-        else f"; nothing of {what} was stored"
-    )
-    return PushError(
-        "lake_write_failed", f"cannot write the lake: {exc}{hint}", request_id=request_id
-    )
 
 
 __all__ = ["Catalog", "CatalogLakeError", "PushError", "PushRequest"]

@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import settings
-from .catalog import Catalog, Checked, PushRequest, StaleCheck, check_group
+from .catalog import Catalog
 from .errors import CatalogLakeError, LakeError, PushError
 from .lake import LAKE_ERRORS
 from .parse import (
@@ -44,6 +44,7 @@ from .parse import (
     parse_push,
     product_items,
 )
+from .push import Checked, PushRequest, StaleCheck, check_group
 from .schemas import FILES, RUNS
 from .summary import FAILED_ITEMS_KEY, SKIP_UNCHANGED, failure_codes, run_summary
 

@@ -1,0 +1,240 @@
+"""A push as a plan: what each table receives and what each push answers, before any write.
+
+``Catalog`` writes the plan in the documented order (docs/design.md, "Write
+order"); everything here is pure: a group of checked pushes in, rows and
+responses out.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+
+from .errors import PushError
+from .items import typed_items
+from .parse import ParsedPush
+from .records import Batch
+from .schemas import RAW, REJECTS
+from .summary import push_response
+from .validate import Validation, validate
+from .validate import client_ids as client_ids_of
+
+
+@dataclass(frozen=True)
+class Push:
+    """One push on its way through ``Catalog._ingest``: the payload and where it came from."""
+
+    parsed: ParsedPush
+    request_id: str
+    received_at: datetime
+    started: float
+    source: str | None
+    flow_run_id: str | None = None
+    idempotency_key: str | None = None
+    replay: bool = False
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 of the items as received (what an idempotency key is bound to)."""
+        return self.parsed.digest()
+
+
+@dataclass(frozen=True)
+class PushRequest:
+    """One push of a group given to ``Catalog.push_many``.
+
+    ``payload`` is what ``Catalog.push`` takes (a dict, JSON text or bytes)
+    or a ``ParsedPush`` already made by ``parse_push``.
+    """
+
+    payload: Any
+    source: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass
+class Checked:
+    """A group of pushes validated and typed: all of a push's work that needs no lake or clock.
+
+    ``feeds`` computes it in worker processes while the main process writes
+    the previous group (``check_group``); ``Catalog.push_many`` takes it for
+    exactly the requests it was computed from.
+    """
+
+    checked: Validation
+    client_ids: pd.Series
+    keep: pd.Series  # passed and not superseded by a later push of the group
+    typed: Batch  # typed_items of the kept rows, in order
+
+
+@dataclass
+class Derived:
+    """What a batch of items becomes, before anything is written."""
+
+    checked: Validation
+    client_ids: pd.Series
+    items: Batch
+    records: Batch
+
+
+def check_group(
+    parsed: ParsedPush, groups: pd.Series, timings: dict[str, float] | None = None
+) -> Checked:
+    """Validate a group of pushes and type the items that will be stored.
+
+    ``groups`` names each item's push: duplicates are judged within a push,
+    and across pushes the last valid occurrence wins (``keep``), as it would
+    have if the pushes came one after another. Pure: no lake, no clock, so
+    it can run in another process.
+    """
+    timings = timings if timings is not None else {}
+    started = time.perf_counter()
+    checked = validate(parsed, groups=groups)
+    client_ids = client_ids_of(checked.frame)
+    passed = checked.passed
+    superseded = pd.Series(False, index=passed.index)
+    superseded[passed] = client_ids[passed].duplicated(keep="last")
+    keep = passed & ~superseded
+    middle = time.perf_counter()
+    typed = typed_items(checked.frame.filter(pl.Series(keep.to_numpy())))
+    # The validated cells are not needed past this point (and are costly to ship).
+    checked = Validation(
+        frame=checked.frame.filter(pl.Series([False] * len(keep))),
+        errors=checked.errors,
+        size=len(keep),
+    )
+    timings["validate"] = timings.get("validate", 0.0) + middle - started
+    timings["typed_items"] = timings.get("typed_items", 0.0) + time.perf_counter() - middle
+    return Checked(checked, client_ids, keep, typed)
+
+
+class StaleCheck(Exception):  # noqa: N818 - a signal to feeds, never seen by users
+    """``push_many(checked=...)`` cannot use its check; the caller must check again.
+
+    Not a ``CatalogLakeError``: ``feeds`` catches it and re-runs the group in
+    process, so it never reaches a user.
+    """
+
+
+def plan_responses(
+    pushes: list[Push], checked: Checked, items: Batch
+) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Each push's failures (numbered within the push) and its push response."""
+    sizes = [len(p.parsed.item_json) for p in pushes]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype("int64")
+    passed = checked.checked.passed.to_numpy(dtype=bool)
+    id_of = dict(
+        zip(
+            items.frame["client_item_id"].tolist(),
+            items.frame["object_id"].tolist(),
+            strict=True,
+        )
+    )
+    client_list = [_str_or_none(c) for c in checked.client_ids.tolist()]
+    failed_by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
+    for index, errs in checked.checked.errors.items():
+        number = int(np.searchsorted(offsets, index, side="right")) - 1
+        within = index - int(offsets[number])
+        failed_by_push[number].append(
+            {"index": within, "client_item_id": client_list[index], "errors": errs}
+        )
+    responses = []
+    for number, push in enumerate(pushes):
+        lo, hi = int(offsets[number]), int(offsets[number + 1])
+        stored = [
+            (c, id_of[c]) for c, ok in zip(client_list[lo:hi], passed[lo:hi], strict=True) if ok
+        ]
+        responses.append(push_response(push.request_id, hi - lo, stored, failed_by_push[number]))
+    return failed_by_push, responses
+
+
+def raw_rows(
+    pushes: list[Push],
+    parsed: ParsedPush,
+    request_ids: pd.Series,
+    received_at: pd.Series,
+    passed: np.ndarray,
+    client_ids: pd.Series,
+) -> pa.Table:
+    """Raw-table rows of a group of pushes: every item as received, numbered per push.
+
+    Each row carries its push's source, flow run and idempotency key, which
+    ``repair`` gives back to the push it finishes.
+    """
+    sizes = [len(p.parsed.item_json) for p in pushes]
+
+    def per_item(values: list[str | None]) -> pa.Array:
+        return pa.array(np.repeat(np.array(values, dtype=object), sizes), pa.string())
+
+    ids = request_ids.to_numpy(dtype=object)
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.array([], int)
+    position = np.arange(len(ids)) - np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
+    received = pa.array(received_at, RAW.field("received_at").type)
+    return pa.table(
+        {
+            "request_id": pa.array(ids, pa.string()),
+            "index": pa.array(position.astype("int32")),
+            "received_at": received,
+            "client_item_id": pa.array(client_ids.astype(object), pa.string(), from_pandas=True),
+            "passed": pa.array(passed),
+            "item_json": pa.array(parsed.item_json, pa.string()),
+            "received_date": received.cast(pa.date32()),
+            "source": per_item([p.source for p in pushes]),
+            "flow_run_id": per_item([p.flow_run_id for p in pushes]),
+            "idempotency_key": per_item([p.idempotency_key for p in pushes]),
+        },
+        schema=RAW,
+    )
+
+
+def reject_rows(pushes: list[Push], failed_by_push: list[list[dict[str, Any]]]) -> pa.Table:
+    """Rejects-table rows: one per failed item, its errors with each value as JSON text."""
+    rows = [
+        {
+            "request_id": push.request_id,
+            "index": f["index"],
+            "client_item_id": f["client_item_id"],
+            "codes": list(dict.fromkeys(e["code"] for e in f["errors"])),
+            "errors": [
+                {**e, "value": json.dumps(e["value"], ensure_ascii=False)} for e in f["errors"]
+            ],
+            "rejected_at": push.received_at,
+        }
+        for push, failed in zip(pushes, failed_by_push, strict=True)
+        for f in failed
+    ]
+    return pa.Table.from_pylist(rows, schema=REJECTS)
+
+
+def check_key(key: Any) -> None:
+    """Refuse an idempotency key that is not 1 to 256 characters of text."""
+    if not isinstance(key, str) or not key.strip() or len(key) > 256:
+        raise PushError("invalid_idempotency_key", "idempotency_key must be 1 to 256 characters")
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def write_failed(
+    exc: Exception, request_id: str, *, raw_written: bool, pushes: int = 1
+) -> PushError:
+    """The ``lake_write_failed`` error of a push, saying whether ``repair`` can finish it."""
+    what = "this push" if pushes == 1 else f"the {pushes} pushes written together"
+    hint = (
+        f"; the items reached the raw table, so `catalog-lake repair` can finish {what}"
+        if raw_written
+        else f"; nothing of {what} was stored"
+    )
+    return PushError(
+        "lake_write_failed", f"cannot write the lake: {exc}{hint}", request_id=request_id
+    )
