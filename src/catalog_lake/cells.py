@@ -223,7 +223,8 @@ def _elements(values: np.ndarray) -> tuple[pl.Series, pl.Series]:
     lists = np.where(is_list, values, None)
     try:  # the common case: every element is text
         text = pa.array(lists, pa.list_(pa.string()))
-        strs = pa.array(np.full(len(text.values), "str", dtype=object), pa.string())
+        # Every element is text, or null (a JSON null in the list).
+        strs = pc.if_else(pc.is_valid(text.values), "str", "null")
         kinds = pa.ListArray.from_arrays(text.offsets, strs, mask=text.is_null())
         return pl.from_arrow(text), pl.from_arrow(kinds)
     except (pa.ArrowInvalid, pa.ArrowTypeError):

@@ -209,14 +209,20 @@ _BOOLEAN = {pa.bool_(): pd.BooleanDtype()}
 # --- numbers ------------------------------------------------------------------
 
 
-def counts(text: pa.Array) -> pa.Array:
-    """Whole numbers 0 to MAX_COUNT from their text (``5``, ``" 7 "``, ``5.0``); null otherwise.
+def counts(text: pa.Array, floats: pa.Array | None = None) -> pa.Array:
+    """Whole numbers 0 to MAX_COUNT from their text (``5``, ``" 7 "``); null otherwise.
 
-    A JSON number arrives as its JSON text (``parse.JsonFloat``): ``5.0`` is a
-    count and ``4.9999999999999999`` is not, whatever the nearest float is.
+    ``floats`` marks the values sent as JSON numbers with a fraction or an
+    exponent, which arrive as their JSON text (``parse.JsonFloat``): ``5.0``
+    is then a count and ``4.9999999999999999`` is not, whatever the nearest
+    float is. Text such as ``"5.0"`` is not a count.
     """
     text = pc.utf8_trim_whitespace(text.cast(pa.string()))
     whole = pc.replace_substring_regex(text, r"^([0-9]+)\.0+$", r"\1")
+    if floats is None:
+        whole = text
+    else:
+        whole = pc.if_else(floats, whole, text)
     ok = pc.match_substring_regex(whole, f"^{_COUNT}$")
     number = pc.cast(pc.if_else(ok, whole, _NULL_TEXT), pa.int64())
     return pc.if_else(

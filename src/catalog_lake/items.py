@@ -47,7 +47,7 @@ def typed_items(cells: Cells) -> Batch:
             usable = pc.is_in(kind, pa.array(["str", "int", "float"]))
             out[rule.column] = _text(pc.if_else(usable, text, _NULL))
         elif rule.rule == "count":
-            out[rule.column] = _pandas(clean.counts(text))
+            out[rule.column] = _pandas(clean.counts(text, pc.equal(kind, "float")))
         elif rule.rule == "money":
             out[rule.column] = _text(clean.money(text))
         elif rule.rule == "flag":

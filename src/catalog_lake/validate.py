@@ -191,7 +191,9 @@ def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, add) -> None:
     unsent = (kind == ABSENT) | (kind == CODE["null"])
     unencodable = kind == CODE["unencodable"]
     if rule.rule in ("urls", "list"):
-        absent = unsent
+        # Empty text means unused (SPEC 2.5), here as everywhere.
+        blank = (kind == CODE["str"]) & _numpy(pc.is_null(clean.blank_to_null(text)))
+        absent = unsent | blank
     else:
         absent = (unsent | _numpy(pc.is_null(text))) & ~unencodable
     accepted = _any_of(kind, ACCEPTS[rule.rule])
@@ -224,7 +226,8 @@ def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, add) -> None:
         ok = (kind == CODE["bool"]) | ints | ((kind == CODE["str"]) & spelled)
         add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_BOOLEAN, sent)
     elif rule.rule == "count":
-        ok = _numpy(pc.is_valid(clean.counts(text)))
+        floats = arrow.array(kind == CODE["float"])
+        ok = _numpy(pc.is_valid(clean.counts(text, floats)))
         add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_COUNT, sent)
     elif rule.rule == "money":
         ok = _numpy(pc.is_valid(clean.money(text)))
