@@ -295,3 +295,52 @@ def test_an_ingest_run_leaves_a_checkpoint_so_the_next_push_replays_little(catal
     catalog.push({"items": [make_item(client_item_id="late")]})
     assert catalog.lake.checkpoint(["items"]) == ["items"]
     assert len(catalog.records()) == 10
+
+
+def test_a_block_rewrite_that_loses_a_commit_race_reads_again_and_retries(
+    catalog, clock, monkeypatch
+):
+    """Another writer's commit makes ours fail (CommitFailedError): tenacity retries with backoff."""
+    import deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    catalog.push({"items": [make_item(client_item_id="a")]})
+    real = deltalake.write_deltalake
+    calls = {"n": 0}
+
+    def loses_once(*args, **kwargs):
+        if kwargs.get("mode") == "overwrite" and calls["n"] == 0:
+            calls["n"] += 1
+            raise CommitFailedError("another writer committed version 3 first")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", loses_once)
+    clock.now += timedelta(minutes=1)
+    catalog.push({"items": [make_item(client_item_id="a", name="Renamed")]})
+
+    assert calls["n"] == 1
+    assert catalog.items()["name"].tolist() == ["Renamed"]
+
+
+def test_a_block_rewrite_that_keeps_losing_fails_as_a_lake_write(catalog, clock, monkeypatch):
+    import deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    from catalog_lake import PushError
+
+    catalog.push({"items": [make_item(client_item_id="a")]})
+    real = deltalake.write_deltalake
+    lost = {"n": 0}
+
+    def always_loses(*args, **kwargs):
+        if kwargs.get("mode") == "overwrite":
+            lost["n"] += 1
+            raise CommitFailedError("another writer keeps committing first")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", always_loses)
+    monkeypatch.setattr(lake_module, "MERGE_ATTEMPTS", 3)
+    clock.now += timedelta(minutes=1)
+    with pytest.raises(PushError, match="lake_write_failed"):
+        catalog.push({"items": [make_item(client_item_id="a", name="Renamed")]})
+    assert lost["n"] == 3

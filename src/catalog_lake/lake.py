@@ -14,10 +14,8 @@ import itertools
 import json
 import logging
 import os
-import random
 import re
 import threading
-import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -41,6 +39,7 @@ from deltalake import (
     WriterProperties,
 )
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from . import settings
 from .errors import LakeError, NoLakeError
@@ -422,29 +421,24 @@ class Lake:
         """
         from deltalake import write_deltalake
 
-        for attempt in range(1, MERGE_ATTEMPTS + 1):
-            table = self.table(name)
-            if table is None:
-                raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
-            rows, result = change(table)
-            try:
-                with self._changing(name):
-                    write_deltalake(
-                        table,
-                        rows,
-                        mode="overwrite",
-                        predicate=predicate,
-                        partition_by=PARTITIONS[name],
-                        storage_options=self.storage_options,
-                        writer_properties=_writer_properties(name),
-                        commit_properties=CommitProperties(custom_metadata=metadata or {}),
-                    )
-                return result
-            except CommitFailedError:
-                if attempt == MERGE_ATTEMPTS:
-                    raise
-                time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
-        raise AssertionError("unreachable")
+        for attempt in _lost_races():
+            with attempt, self._changing(name):
+                table = self.table(name)
+                if table is None:
+                    raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
+                rows, result = change(table)
+                write_deltalake(
+                    table,
+                    rows,
+                    mode="overwrite",
+                    predicate=predicate,
+                    partition_by=PARTITIONS[name],
+                    storage_options=self.storage_options,
+                    writer_properties=_writer_properties(name),
+                    commit_properties=CommitProperties(custom_metadata=metadata or {}),
+                )
+                return result  # inside the attempt: a lost race never gets here
+        raise AssertionError("unreachable: the last lost race is raised")
 
     def _read_blocks(self, name: str, table: DeltaTable, predicate: str) -> pa.Table:
         """Every row stored in the given id blocks, with the table's schema."""
@@ -897,6 +891,21 @@ def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: st
             f"{settings.ID_BLOCK_SIZE}); use a new lake (--lake or CATALOG_LAKE_URI) and "
             "re-ingest the feeds, or push the old raw table's item_json into it"
         )
+
+
+def _lost_races() -> Retrying:
+    """Attempts at a commit that another writer may beat (``CommitFailedError``).
+
+    The loser reads the table again and retries, with jittered exponential
+    backoff (50 ms doubling, at most 2 s), ``MERGE_ATTEMPTS`` times in all;
+    then the ``CommitFailedError`` itself is raised.
+    """
+    return Retrying(
+        retry=retry_if_exception_type(CommitFailedError),
+        stop=stop_after_attempt(MERGE_ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.05, max=2.0),
+        reraise=True,
+    )
 
 
 def _blocks_predicate(blocks: Any) -> str:
