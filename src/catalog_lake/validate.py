@@ -26,7 +26,17 @@ from . import clean, settings
 from .cells import KIND, Cells
 from .errors import ErrorCode, item_error
 from .parse import JsonFloat, ParsedPush
-from .rules import ACCEPTS, CONTAINERS, KINDS, RULES, RULES_BY_SOURCE, WRONG_KIND, Rule, message
+from .rules import (
+    ACCEPTS,
+    CONTAINERS,
+    KINDS,
+    RULES,
+    RULES_BY_SOURCE,
+    WRONG_KIND,
+    Rule,
+    message,
+    shown,
+)
 
 #: The shape every push's cells have, whatever path made them: text columns of
 #: strings and kind columns of the JSON kinds (``cells.from_frame`` gives the
@@ -308,12 +318,8 @@ def _first_bad_url(value: Any) -> str:
     if isinstance(value, list):
         for element in value:
             if element is not None and not clean.is_url(element):
-                return _shown(_as_sent(element))
-    return _shown(_as_sent(value))
-
-
-def _shown(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+                return shown(_as_sent(element))
+    return shown(_as_sent(value))
 
 
 def _as_sent(value: Any) -> Any:
