@@ -85,10 +85,15 @@ def _ingest(
     from catalog_lake.catalog import Catalog
     from catalog_lake.feeds import ingest
 
+    from .stages import timed_stages
+
     catalog = Catalog(lake)
-    started = time.perf_counter()
-    summary = ingest(catalog, feed, batch_size=batch_size, group_items=group_items, workers=workers)
-    seconds = time.perf_counter() - started
+    with timed_stages() as stages:
+        started = time.perf_counter()
+        summary = ingest(
+            catalog, feed, batch_size=batch_size, group_items=group_items, workers=workers
+        )
+        seconds = time.perf_counter() - started
     # Each worker's own peak is at most the largest one: their sum is bounded by this.
     workers_mb = workers * _children_peak_rss_mb()
     return {
@@ -96,7 +101,7 @@ def _ingest(
         "received": summary["totals"]["received"],
         "stored": summary["totals"]["success"],
         "failed": summary["totals"]["failed"],
-        "stages": dict(catalog.timings),
+        "stages": dict(stages),
         "rss_mb": _peak_rss_mb() + workers_mb,
         "workers": workers,
         "workers_rss_mb": workers_mb,

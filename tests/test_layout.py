@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -178,40 +177,6 @@ def test_items_keep_parquet_statistics_only_for_the_columns_readers_filter_on(ca
     assert sorted(n for n in actions.column_names if n.startswith("min.")) == sorted(
         f"min.{column}" for column in STATS_COLUMNS["items"]
     )
-
-
-def test_blocks_read_ahead_are_read_again_when_the_table_moved_since(catalog, clock):
-    catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
-    stored = catalog.lake.read("records")
-    renamed = stored.filter(pc.equal(stored["client_item_id"], "a"))
-    renamed = renamed.set_column(
-        renamed.schema.get_field_index("product_name"), "product_name", pa.array(["Renamed"])
-    )
-    ahead = catalog.lake.prefetch("records", renamed)
-    ahead.result()
-    catalog.push({"items": [make_item(client_item_id="c")]})  # lands in block 0 after the read
-
-    catalog.lake.upsert("records", renamed, prefetched=ahead)
-
-    records = catalog.records().set_index("client_item_id")
-    assert sorted(records.index) == ["a", "b", "c"]
-    assert records.loc["a", "product_name"] == "Renamed"
-
-
-def test_blocks_folded_ahead_for_other_rows_are_not_used(catalog):
-    catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
-    stored = catalog.lake.read("records")
-    ahead = catalog.lake.prefetch("records", stored.filter(pc.equal(stored["client_item_id"], "a")))
-    renamed = stored.filter(pc.equal(stored["client_item_id"], "b"))
-    renamed = renamed.set_column(
-        renamed.schema.get_field_index("product_name"), "product_name", pa.array(["Renamed"])
-    )
-
-    catalog.lake.upsert("records", renamed, prefetched=ahead)
-
-    records = catalog.records().set_index("client_item_id")
-    assert records.loc["b", "product_name"] == "Renamed"
-    assert records.loc["a", "product_name"] != "Renamed"
 
 
 def test_a_lake_read_through_sql_as_on_an_object_store_updates_the_same(

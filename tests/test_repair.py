@@ -24,10 +24,6 @@ class CrashingLake(Lake):
         self._maybe_fail(name)
         return super().append(name, data, metadata)
 
-    def append_later(self, name, data, metadata=None):
-        self._maybe_fail(name)
-        return super().append_later(name, data, metadata)
-
     def upsert(self, name, data, metadata=None, **options):
         self._maybe_fail(name)
         return super().upsert(name, data, metadata, **options)
@@ -69,13 +65,13 @@ def test_repair_finishes_a_push_that_died_after_raw(tmp_path, clock, table):
 
 
 class FailingLookups(Lake):
-    """A real lake whose id lookup fails, which happens while raw is being appended."""
+    """A real lake whose id lookup fails, after raw was appended."""
 
     def blocks_scan(self, name, columns, known=None):
         raise OSError("simulated failure reading the key index")
 
 
-def test_a_failure_while_raw_is_appended_in_the_background_can_be_repaired(tmp_path, clock):
+def test_a_failure_finding_ids_after_raw_can_be_repaired(tmp_path, clock):
     catalog = Catalog(tmp_path / "lake", clock=clock)
     catalog.lake = FailingLookups(catalog.lake.uri)
     with pytest.raises(PushError, match="catalog-lake repair") as caught:

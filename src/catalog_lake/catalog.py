@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import Future
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -70,17 +68,6 @@ class Catalog:
         self.clock = clock or _utcnow
         self._ensured = False
         self._keys: Keys | None = None
-        #: Seconds spent per stage across this catalog's pushes (for ``bench``).
-        self.timings: dict[str, float] = defaultdict(float)
-
-    @contextmanager
-    def timed(self, stage: str):
-        """Add the seconds spent in the block to ``timings[stage]`` (for ``bench``)."""
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.timings[stage] += time.perf_counter() - started
 
     def __repr__(self) -> str:
         return f"Catalog({self.lake.uri!r})"
@@ -172,8 +159,7 @@ class Catalog:
             parsed = request.payload
             if not isinstance(parsed, ParsedPush):
                 try:
-                    with self.timed("parse"):
-                        parsed = parse_push(parsed)
+                    parsed = parse_push(parsed)
                 except PushError as exc:
                     if len(requests) == 1:
                         raise
@@ -237,10 +223,9 @@ class Catalog:
         ``checked`` is ``check_group`` of these pushes, when already computed.
         """
         if checked is None:
-            checked = check_group(parsed, request_ids, self.timings)
+            checked = check_group(parsed, request_ids)
         items = self._identified(checked, request_ids, received_at)
-        with self.timed("records"):
-            records = derive_records(items, price_time, self.synonyms)
+        records = derive_records(items, price_time, self.synonyms)
         return Derived(checked.checked, checked.client_ids, items, records)
 
     def _identified(
@@ -256,8 +241,7 @@ class Catalog:
             index=passed.index,
         )[passed]
         first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
-        with self.timed("ids"):
-            return self.keys.assign(checked.typed, request_ids[keep], received_at[keep], first)
+        return self.keys.assign(checked.typed, request_ids[keep], received_at[keep], first)
 
     def _ingest(
         self,
@@ -339,7 +323,7 @@ class Catalog:
         ).astype("datetime64[us, UTC]")
         try:
             if checked is None:
-                checked = check_group(parsed, request_ids, self.timings)
+                checked = check_group(parsed, request_ids)
         except LAKE_ERRORS as exc:
             self._ensured = False
             raise write_failed(
@@ -361,62 +345,28 @@ class Catalog:
         #   5. pushes  - the commit marker: a request id in raw without a row here
         #                is an interrupted push, and repair finishes it.
         # A group of pushes shares each commit, so it is all-or-nothing per table.
-        # raw is appended in the background while ids and records are derived
-        # (and the blocks to rewrite are read and folded), and waited for
-        # before anything else is written, so the order of commits holds.
         raw_written = replay
-        pending: Future | None = None
-        ahead: dict[str, Future] = {}
         try:
             if not replay:
-                with self.timed("write_raw"):
-                    raw = raw_rows(pushes, parsed, request_ids, received_at, passed, client_ids)
-                    pending = self.lake.append_later("raw", raw, metadata)
-            items = self._identified(checked, request_ids, received_at)
-            known = items.frame["known"].to_numpy(dtype=bool)
-            with self.timed("write_items"):
-                item_rows = items.table(ITEMS)
-                if known.any():  # updates rewrite their blocks: read and fold them now
-                    ahead["items"] = self.lake.prefetch("items", item_rows)
-            with self.timed("records"):  # ... while records are derived
-                records = derive_records(items, None, self.synonyms)
-            with self.timed("write_records"):
-                record_rows = records.table(RECORDS)
-                if known.any():
-                    ahead["records"] = self.lake.prefetch("records", record_rows)
-            failed_by_push, answers = plan_responses(pushes, checked, items)
-            if pending is not None:
-                with self.timed("write_raw"):
-                    pending.result()
+                raw = raw_rows(pushes, parsed, request_ids, received_at, passed, client_ids)
+                self.lake.append("raw", raw, metadata)
                 raw_written = True
+            items = self._identified(checked, request_ids, received_at)
+            records = derive_records(items, None, self.synonyms)
+            failed_by_push, answers = plan_responses(pushes, checked, items)
             if any(failed_by_push) and not (
                 replay and self.lake.has("rejects", "request_id", first.request_id)
             ):
-                with self.timed("write_rejects"):
-                    rejects = reject_rows(pushes, failed_by_push)
-                    self.lake.append("rejects", rejects, metadata)
+                self.lake.append("rejects", reject_rows(pushes, failed_by_push), metadata)
             if len(items):
-                with self.timed("write_items"):
-                    try:
-                        self.lake.upsert(
-                            "items",
-                            item_rows,
-                            metadata,
-                            known=known,
-                            prefetched=ahead.get("items"),
-                        )
-                    except BaseException:
-                        self.keys.forget()  # the table may hold part of this write
-                        raise
-                    self.keys.remember(items)
-                with self.timed("write_records"):
-                    self.lake.upsert(
-                        "records",
-                        record_rows,
-                        metadata,
-                        known=known,
-                        prefetched=ahead.get("records"),
-                    )
+                known = items.frame["known"].to_numpy(dtype=bool)
+                try:
+                    self.lake.upsert("items", items.table(ITEMS), metadata, known=known)
+                except BaseException:
+                    self.keys.forget()  # the table may hold part of this write
+                    raise
+                self.keys.remember(items)
+                self.lake.upsert("records", records.table(RECORDS), metadata, known=known)
             finished_at = self.clock()
             duration_ms = (time.perf_counter() - first.started) * 1000.0
             rows = [
@@ -436,20 +386,12 @@ class Catalog:
                 }
                 for number, (push, response) in enumerate(zip(pushes, answers, strict=True))
             ]
-            with self.timed("write_pushes"):
-                self.lake.append("pushes", pa.Table.from_pylist(rows, schema=PUSHES), metadata)
-        except BaseException as exc:
-            # Never leave the writer lock with a commit or a read in flight.
-            if pending is not None and not raw_written:
-                raw_written = _landed(pending)
-            for work in ahead.values():
-                _landed(work)
-            if isinstance(exc, (*LAKE_ERRORS, pa.ArrowException)):
-                self._ensured = False
-                raise write_failed(
-                    exc, first.request_id, raw_written=raw_written, pushes=len(pushes)
-                ) from exc
-            raise
+            self.lake.append("pushes", pa.Table.from_pylist(rows, schema=PUSHES), metadata)
+        except (*LAKE_ERRORS, pa.ArrowException) as exc:
+            self._ensured = False
+            raise write_failed(
+                exc, first.request_id, raw_written=raw_written, pushes=len(pushes)
+            ) from exc
         return answers
 
     def snapshot_keys(self) -> pa.Table | None:
@@ -592,15 +534,6 @@ class Catalog:
         return _pandas(self.lake.read("raw")).sort_values(
             ["received_at", "index"], ignore_index=True
         )
-
-
-def _landed(pending: Future) -> bool:
-    """Wait for background work (an append, a fold); whether it succeeded."""
-    try:
-        pending.result()
-    except Exception:
-        return False
-    return True
 
 
 def _sent(value: str | None) -> Any:

@@ -464,8 +464,7 @@ class _GroupWriter:
     def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, list[PushRequest]] | None:
         """A file's pushes, parsed here; None (and the file reported) if it is unusable."""
         try:
-            with self.catalog.timed("read_parse"):
-                requests = _file_pushes(feed, batch_size)
+            requests = _file_pushes(feed, batch_size)
         except (PushError, OSError) as exc:
             self.invalid(feed, exc)
             return None
@@ -550,7 +549,7 @@ class _GroupWriter:
             return
         lake = self.catalog.lake
         try:
-            with self.catalog.timed("checkpoint"), lake.writing():
+            with lake.writing():
                 lake.checkpoint(("raw", "rejects", "items", "records", "pushes"))
                 # The next process's first push then reads few key files (``save_key_index``).
                 self.catalog.save_key_index()
@@ -565,7 +564,6 @@ class CheckedFiles:
     pushes: list[int | str]  # per file: its number of pushes, or why it is invalid
     requests: list[PushRequest]  # payloads are ``ParsedPush.received_only()``
     checked: Checked | None
-    timings: dict[str, float]
 
 
 def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
@@ -574,8 +572,6 @@ def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
     Runs in a worker process (``ingest_files(workers=...)``); what it returns
     is what the writing process needs, without the decoded items.
     """
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
     pushes: list[int | str] = []
     requests: list[PushRequest] = []
     with collector_paused(collect=True):
@@ -587,17 +583,16 @@ def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
                 continue
             pushes.append(len(file_requests))
             requests += file_requests
-        timings["read_parse"] = time.perf_counter() - started
         checked = None
         if requests:
             parsed = combine([request.payload for request in requests])
             sizes = [len(request.payload.item_json) for request in requests]
             groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
-            checked = check_group(parsed, groups, timings)
+            checked = check_group(parsed, groups)
     received = [
         PushRequest(r.payload.received_only(), r.source, r.idempotency_key) for r in requests
     ]
-    return CheckedFiles(pushes, received, checked, timings)
+    return CheckedFiles(pushes, received, checked)
 
 
 def _ingest_with_workers(
@@ -651,7 +646,7 @@ def _ingest_with_workers(
             outcome = job
             if isinstance(job, Future):
                 try:
-                    outcome = _counted(catalog, job.result())
+                    outcome = job.result()
                 except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
                     outcome = None
             submit()
@@ -664,23 +659,16 @@ def _ingest_with_workers(
 
 
 def _checked_here(catalog: Catalog, chunk: list[FeedFile], batch_size: int) -> CheckedFiles | None:
-    """``check_files`` in this process, its stage times added to the catalog's.
+    """``check_files`` in this process.
 
     None if it failed: the group is then read and written in process
     (``_write_in_process``), where a push-level failure is reported as it
     would be without workers instead of ending the run.
     """
     try:
-        return _counted(catalog, check_files(chunk, batch_size))
+        return check_files(chunk, batch_size)
     except Exception:  # noqa: BLE001 - redone, and reported, by the in-process write
         return None
-
-
-def _counted(catalog: Catalog, outcome: CheckedFiles) -> CheckedFiles:
-    """``outcome``, its stage times added to the catalog's (wherever it was checked)."""
-    for stage, seconds in outcome.timings.items():
-        catalog.timings[stage] += seconds
-    return outcome
 
 
 def _write_checked(

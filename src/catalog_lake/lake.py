@@ -17,7 +17,6 @@ import os
 import re
 import threading
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -84,8 +83,8 @@ class Lake:
         self._tables: dict[str, DeltaTable] = {}
         #: Tables known current during one hold of the writer lock (see ``table``).
         self._current: tuple[int | None, set[str]] = (None, set())
-        #: The ``_delta_log`` folder of each table opened, for local lakes (see ``_moved``).
-        self._logs: dict[str, Path | None] = {}
+        #: The version of each table this object last checkpointed (see ``checkpoint``).
+        self._checkpointed: dict[str, int] = {}
         #: The version each table object was opened at (see ``table``).
         self._opened: dict[str, int] = {}
 
@@ -196,10 +195,6 @@ class Lake:
                 # update the table object in place: it is still current.
                 return cached
             try:
-                if not self._moved(name, cached):
-                    if hold is not None:
-                        current.add(name)
-                    return cached
                 cached.update_incremental()
                 if hold is not None:
                     current.add(name)
@@ -214,23 +209,9 @@ class Lake:
             raise LakeError(f"cannot open table {name!r} in {self.uri}: {exc}") from exc
         self._tables[name] = table
         self._opened[name] = table.version()
-        self._logs[name] = _local_log(self.uri, self.path(name))
         if hold is not None:
             current.add(name)
         return table
-
-    def _moved(self, name: str, table: DeltaTable) -> bool:
-        """Whether anyone committed to the table after the version this object holds.
-
-        Delta versions are consecutive files in ``_delta_log``, so in a local
-        lake one ``stat`` of the next version's file answers it; a push
-        checks each table about once, and ``update_incremental`` lists and
-        reads the log (5-10 ms in a million-item lake). Elsewhere: assume so.
-        """
-        log = self._logs.get(name)
-        if log is None:
-            return True
-        return (log / f"{table.version() + 1:020d}.json").exists()
 
     def _hold(self) -> int | None:
         """Which hold of this thread's writer lock on a local lake is running, if any."""
@@ -285,7 +266,20 @@ class Lake:
 
     def append(self, name: str, data: pa.Table, metadata: dict[str, str] | None = None) -> None:
         """Append rows; appends never conflict with each other in Delta."""
-        self.append_later(name, data, metadata).result()
+        from deltalake import write_deltalake
+
+        if data.num_rows == 0:
+            return
+        with self._changing(name):
+            write_deltalake(
+                self.table(name) or self.path(name),
+                data.cast(TABLES[name]),
+                mode="append",
+                partition_by=PARTITIONS.get(name),
+                storage_options=self.storage_options,
+                writer_properties=_writer_properties(name),
+                commit_properties=CommitProperties(custom_metadata=metadata or {}),
+            )
 
     def upsert(
         self,
@@ -293,7 +287,6 @@ class Lake:
         data: pa.Table,
         metadata: dict[str, str] | None = None,
         known: Any = None,
-        prefetched: Future | None = None,
     ) -> dict[str, int]:
         """Insert new ``client_item_id`` rows and replace older versions of known ones.
 
@@ -304,8 +297,7 @@ class Lake:
         rewritten whole in one commit (``_rewrite_blocks``). A row replaces
         its stored version only when it is at least as new (``updated_at``),
         so replaying an old push after a crash never rolls an item back, and
-        it leaves ``KEPT_ON_UPDATE`` as stored. ``prefetched`` is what
-        ``prefetch`` started for these rows, used if the table has not moved.
+        it leaves ``KEPT_ON_UPDATE`` as stored.
         """
         data = data.cast(TABLES[name])
         if data.num_rows == 0:
@@ -317,70 +309,9 @@ class Lake:
             raise LakeError(f"table {name!r} is not kept in id blocks; it cannot be upserted")
         if pc.count_distinct(data["client_item_id"]).as_py() != data.num_rows:
             raise LakeError(f"an upsert into {name!r} holds one client_item_id twice")
-        return self._rewrite_blocks(name, data, metadata, prefetched)
+        return self._rewrite_blocks(name, data, metadata)
 
-    def prefetch(self, name: str, data: pa.Table) -> Future:
-        """Start reading the id blocks ``data`` touches and folding it in, in a background thread.
-
-        A push rewrites the blocks its rows fall in; reading them and
-        folding the rows in (``upserted``) needs nothing but the rows, so it
-        can run while the push appends ``raw`` and derives its records.
-        Parquet decoding and Arrow kernels release the GIL. The result
-        carries the version it read, and ``upsert`` reads again if the
-        table moved since or is given other rows.
-        """
-        table = self.table(name)
-        if table is None:
-            raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
-        version = table.version()
-        data = data.cast(TABLES[name])
-        predicate = _blocks_predicate(data["id_block"])
-
-        def fold() -> tuple[int, str, pa.Table, pa.Table, dict[str, int]]:
-            stored = self._read_blocks(name, table, predicate)
-            return (version, predicate, data, *upserted(stored, data))
-
-        return _background().submit(fold)
-
-    def append_later(
-        self, name: str, data: pa.Table, metadata: dict[str, str] | None = None
-    ) -> Future:
-        """Append rows in a background thread; wait for the result before the next write.
-
-        A push appends ``raw`` (its journal) while it derives ids and
-        records: the Delta commit runs in Rust without the GIL. The table is
-        looked up here, on the caller's thread, which holds the writer lock.
-        """
-        from deltalake import write_deltalake
-
-        if data.num_rows == 0:
-            done: Future = Future()
-            done.set_result(None)
-            return done
-        target = self.table(name) or self.path(name)
-        data = data.cast(TABLES[name])
-        current = self._current[1]
-
-        def write() -> None:
-            try:
-                write_deltalake(
-                    target,
-                    data,
-                    mode="append",
-                    partition_by=PARTITIONS.get(name),
-                    storage_options=self.storage_options,
-                    writer_properties=_writer_properties(name),
-                    commit_properties=CommitProperties(custom_metadata=metadata or {}),
-                )
-            except BaseException:
-                current.discard(name)
-                raise
-
-        return _background().submit(write)
-
-    def _rewrite_blocks(
-        self, name: str, data: pa.Table, metadata, prefetched: Future | None = None
-    ) -> dict[str, int]:
+    def _rewrite_blocks(self, name: str, data: pa.Table, metadata) -> dict[str, int]:
         """Read the id blocks ``data`` touches, fold it in with Arrow, and write them back.
 
         A Delta merge of 5 rows into a million-row table took 170-300 ms
@@ -394,20 +325,8 @@ class Lake:
         lost commit race re-reads the blocks and tries again.
         """
         predicate = _blocks_predicate(data["id_block"])
-        # Wait for the read-ahead before touching the table: it uses the same object.
-        ahead = prefetched.result() if prefetched is not None else None
 
         def fold(table: DeltaTable) -> tuple[pa.Table, dict[str, int]]:
-            nonlocal ahead
-            if ahead is not None:
-                version, read_predicate, read_data, combined, counts = ahead
-                ahead = None  # a retry after a lost race reads the blocks again
-                if (
-                    version == table.version()
-                    and read_predicate == predicate
-                    and read_data.equals(data)
-                ):
-                    return combined, counts
             return upserted(self._read_blocks(name, table, predicate), data)
 
         return self._overwrite_blocks(name, predicate, fold, metadata)
@@ -494,15 +413,12 @@ class Lake:
             table = self.table(name)
             if table is None:
                 continue
-            log = self._logs.get(name)
-            marker = log / "_last_checkpoint" if log is not None else None
+            if self._checkpointed.get(name) == table.version():
+                continue
             try:
-                if marker is not None and marker.exists():
-                    last = json.loads(marker.read_text(encoding="utf-8")).get("version")
-                    if last == table.version():
-                        continue
                 table.create_checkpoint()
-            except (DeltaError, OSError, ValueError) as exc:
+                self._checkpointed[name] = table.version()
+            except (DeltaError, OSError) as exc:
                 raise LakeError(f"cannot checkpoint {name!r} in {self.uri}: {exc}") from exc
             done.append(name)
         return done
@@ -825,14 +741,6 @@ def _file_path(root: str, path: str) -> str:
     return path if path.startswith("/") else f"{root}/{path}"
 
 
-def _local_log(uri: str, table_path: str) -> Path | None:
-    """A local table's ``_delta_log`` folder, absolute; None for object stores."""
-    if not is_local(uri):
-        return None
-    log = (Path(table_path.removeprefix("file://")) / "_delta_log").absolute()
-    return log if log.is_dir() else None
-
-
 def _description(name: str) -> str | None:
     """The table description, which records the block size for id-block tables.
 
@@ -912,17 +820,6 @@ def _blocks_predicate(blocks: Any) -> str:
     """The literal partition filter naming the id blocks of some rows."""
     listed = sorted(pc.unique(pa.array(blocks) if isinstance(blocks, list) else blocks).to_pylist())
     return f"id_block IN ({', '.join(map(str, listed))})"
-
-
-_BACKGROUND: ThreadPoolExecutor | None = None
-
-
-def _background() -> ThreadPoolExecutor:
-    """Threads for a push's work that runs in Rust or Arrow: the raw append, block folds."""
-    global _BACKGROUND
-    if _BACKGROUND is None:
-        _BACKGROUND = ThreadPoolExecutor(max_workers=3, thread_name_prefix="catalog-lake")
-    return _BACKGROUND
 
 
 def _with_columns(stored: pa.Table, data: pa.Table, columns: list[str]) -> tuple[pa.Table, int]:

@@ -8,7 +8,6 @@ responses out.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -86,9 +85,7 @@ class Derived:
     records: Batch
 
 
-def check_group(
-    parsed: ParsedPush, groups: pd.Series, timings: dict[str, float] | None = None
-) -> Checked:
+def check_group(parsed: ParsedPush, groups: pd.Series) -> Checked:
     """Validate a group of pushes and type the items that will be stored.
 
     ``groups`` names each item's push: duplicates are judged within a push,
@@ -96,15 +93,12 @@ def check_group(
     have if the pushes came one after another. Pure: no lake, no clock, so
     it can run in another process.
     """
-    timings = timings if timings is not None else {}
-    started = time.perf_counter()
     checked = validate(parsed, groups=groups)
     client_ids = client_ids_of(checked.frame)
     passed = checked.passed
     superseded = pd.Series(False, index=passed.index)
     superseded[passed] = client_ids[passed].duplicated(keep="last")
     keep = passed & ~superseded
-    middle = time.perf_counter()
     typed = typed_items(checked.frame.filter(pl.Series(keep.to_numpy())))
     # The validated cells are not needed past this point (and are costly to ship).
     checked = Validation(
@@ -112,8 +106,6 @@ def check_group(
         errors=checked.errors,
         size=len(keep),
     )
-    timings["validate"] = timings.get("validate", 0.0) + middle - started
-    timings["typed_items"] = timings.get("typed_items", 0.0) + time.perf_counter() - middle
     return Checked(checked, client_ids, keep, typed)
 
 

@@ -1,0 +1,70 @@
+"""Where an ingest's time goes, measured from outside the package.
+
+The package carries no timers. For the length of one benchmark run, the
+functions that make up each stage are wrapped with a clock, and the seconds
+spent in them are summed per stage. Only the outermost stage running on a
+thread counts, so an append made inside an upsert is not counted twice.
+Work done in other processes (``--workers``) is not seen.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+#: (module, attribute path, stage). A stage of None is named by the table written.
+STAGES = (
+    ("catalog_lake.feeds", "_GroupWriter.read", "read_parse"),
+    ("catalog_lake.push", "validate", "validate"),
+    ("catalog_lake.push", "typed_items", "typed_items"),
+    ("catalog_lake.keys", "Keys.assign", "ids"),
+    ("catalog_lake.catalog", "derive_records", "records"),
+    ("catalog_lake.lake", "Lake.append", None),
+    ("catalog_lake.lake", "Lake.upsert", None),
+    ("catalog_lake.feeds", "_GroupWriter.checkpoint", "checkpoint"),
+)
+
+
+@contextmanager
+def timed_stages() -> Iterator[dict[str, float]]:
+    """Sum seconds per stage while the block runs; the dict fills as it goes."""
+    seconds: dict[str, float] = defaultdict(float)
+    active = threading.local()
+    undo: list[Callable[[], None]] = []
+    try:
+        for module_name, path, stage in STAGES:
+            owner: Any = importlib.import_module(module_name)
+            *parents, name = path.split(".")
+            for parent in parents:
+                owner = getattr(owner, parent)
+            original = owner.__dict__[name]
+            setattr(owner, name, _clocked(original, stage, seconds, active))
+            undo.append(functools.partial(setattr, owner, name, original))
+        yield seconds
+    finally:
+        for restore in reversed(undo):
+            restore()
+
+
+def _clocked(function, stage: str | None, seconds: dict[str, float], active: threading.local):
+    @functools.wraps(function)
+    def clocked(*args, **kwargs):
+        if getattr(active, "running", False):
+            return function(*args, **kwargs)
+        # Lake methods: (self, table name, ...); the stage is the table written.
+        name = stage or f"write_{args[1]}"
+        active.running = True
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            seconds[name] += time.perf_counter() - started
+            active.running = False
+
+    return clocked
