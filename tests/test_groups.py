@@ -8,7 +8,7 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 
-from catalog_lake import Catalog, PushError, PushRequest
+from catalog_lake import Catalog, PushError, PushRequest, check
 from catalog_lake.feeds import ingest
 from catalog_lake.lake import Lake
 from tests.conftest import make_item
@@ -122,7 +122,7 @@ def test_repair_finishes_every_push_of_a_group_that_died_mid_way(tmp_path, clock
     assert [r["items"] for r in responses] == [[{"a": "1"}, {"c": "2"}], [{"a": "1"}, {"d": "3"}]]
     assert catalog.interrupted() == []
     assert catalog.records().set_index("client_item_id").loc["a", "product_name"] == "Alpha v2"
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def _feed(folder, name: str, *ids: str) -> None:
@@ -165,7 +165,7 @@ def test_a_lake_failure_marks_every_file_of_its_group_and_a_rerun_finishes(tmp_p
     again = ingest(catalog, folder, group_items=2)
     assert again["files"]["failed"] == []
     assert sorted(catalog.records()["client_item_id"]) == ["k0", "k1", "k2", "k3"]
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def test_a_lake_written_with_another_block_size_is_refused_not_corrupted(
@@ -188,4 +188,4 @@ def test_a_catalog_sees_ids_another_writer_gave_since_its_last_push(tmp_path, cl
     assert again["items"] == [{"y": "2"}, {"z": "3"}]
     assert second.push({"items": [make_item(client_item_id="z")]})["items"] == [{"z": "3"}]
     assert sorted(first.items()["object_id"]) == [1, 2, 3]
-    assert first.check()["ok"]
+    assert check(first)["ok"]

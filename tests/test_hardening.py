@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from catalog_lake import Catalog, LakeError, PushError
+from catalog_lake import Catalog, LakeError, PushError, check
 from catalog_lake.feeds import ingest
 from catalog_lake.lake import Lake
 from catalog_lake.summary import summary_markdown
@@ -283,7 +283,7 @@ def test_a_repaired_push_keeps_its_key_source_and_flow_run(tmp_path, clock):
     again = catalog.push(payload, idempotency_key="k-1")
     assert again["catalog_push_request_id"] == row["request_id"]
     assert len(catalog.pushes()) == 1 and len(catalog.raw()) == 1
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def test_an_ingest_after_a_killed_one_does_not_push_its_batches_twice(tmp_path, clock):
@@ -299,7 +299,7 @@ def test_an_ingest_after_a_killed_one_does_not_push_its_batches_twice(tmp_path, 
     assert len(summary["repaired"]) == 1
     assert summary["totals"]["already_stored"] == 3
     assert len(catalog.pushes()) == 1 and len(catalog.raw()) == 3
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def test_check_reports_a_batch_applied_twice(catalog):
@@ -308,7 +308,7 @@ def test_check_reports_a_batch_applied_twice(catalog):
     pushes = catalog.lake.read("pushes")
     catalog.lake.append("pushes", pushes.set_column(0, "request_id", [["other"]]))
 
-    report = catalog.check(derive=False)
+    report = check(catalog, derive=False)
 
     rules = {v["rule"]: v for v in report["violations"]}
     twice = rules["an idempotency key was applied by more than one push (a batch stored twice)"]

@@ -11,7 +11,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from catalog_lake import PushError, settings
+from catalog_lake import PushError, check, settings
 from tests.conftest import GOOD_ITEM, make_item
 
 
@@ -111,7 +111,7 @@ def test_item_level_rejections(catalog, case, override, expected):
     (failure,) = response["catalog_push_failed_items"]
     assert [(e["field"], e["code"]) for e in failure["errors"]] == expected
     json.dumps(response)  # every error value is plain JSON, surrogates included
-    assert catalog.check(derive=False)["ok"]
+    assert check(catalog, derive=False)["ok"]
 
 
 NORMALIZED = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from catalog_lake import Catalog
+from catalog_lake import Catalog, check
 from catalog_lake.feeds import ingest
 from catalog_lake.lake import KEYS_FILE, KeySnapshot
 from catalog_lake.maintain import maintain
@@ -76,7 +76,7 @@ def test_a_new_process_keeps_ids_of_items_stored_before_and_after_the_snapshot(t
     assert response["items"] == [{"a": "1"}, {"g": "7"}, {"h": "8"}]
     assert _index_keys(fresh) == _stored_keys(fresh)
     assert fresh.records()["client_item_id"].is_unique
-    assert fresh.check()["violations"] == []
+    assert check(fresh)["violations"] == []
 
 
 def test_only_the_blocks_changed_since_the_snapshot_are_read(tmp_path, ticking):
@@ -177,14 +177,14 @@ def test_check_reports_a_snapshot_that_disagrees_with_the_items_table(tmp_path, 
     catalog = Catalog(lake, clock=ticking)
     catalog.push(_items("a", "b"))
     catalog.save_key_index()
-    assert catalog.check()["violations"] == []
+    assert check(catalog)["violations"] == []
     snapshot = catalog.lake.load_keys()
     wrong = snapshot.table.set_column(
         1, "object_id", pa.array([9, 10], pa.int64()).cast(snapshot.table.schema.field(1).type)
     )
     catalog.lake.save_keys(KeySnapshot(snapshot.version, snapshot.files, wrong))
 
-    (found,) = catalog.check()["violations"]
+    (found,) = check(catalog)["violations"]
 
     assert found["invariant"] == 2 and found["examples"] == ["a", "b"]
     assert "_catalog_lake.keys.arrow" in found["rule"]

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from catalog_lake import Catalog
+from catalog_lake import Catalog, check
 from catalog_lake import lake as lake_module
 from catalog_lake.errors import LakeError
 from catalog_lake.lake import upserted
@@ -88,7 +88,7 @@ def test_a_block_that_many_pushes_update_stays_one_file(catalog, clock):
         table = catalog.lake.table(name)
         assert len(table.file_uris()) == 1, name
     assert set(catalog.items()["name"]) == {"v4"}
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def test_a_table_is_checkpointed_and_opened_afresh_after_many_commits(catalog, clock, monkeypatch):
@@ -106,7 +106,7 @@ def test_a_table_is_checkpointed_and_opened_afresh_after_many_commits(catalog, c
     assert json.loads(marker.read_text())["version"] >= 3
     assert len(catalog.pushes()) == 6
     assert catalog.items()["name"].tolist() == ["v5"]
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def test_an_upsert_holding_one_key_twice_is_refused(catalog):
@@ -126,7 +126,7 @@ def test_a_lake_given_as_a_relative_folder_updates_in_place(tmp_path, clock, mon
     items = catalog.items().set_index("client_item_id")
     assert items.loc["a", "name"] == "Renamed"
     assert list(items["object_id"]) == [1, 2]
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def test_items_keep_statistics_only_for_the_columns_readers_filter_on(catalog):
@@ -193,7 +193,7 @@ def test_a_lake_read_through_sql_as_on_an_object_store_updates_the_same(
     assert again["items"] == [{"a": "1"}]
     items = catalog.items().set_index("client_item_id")
     assert items.loc["a", "name"] == "Renamed" and items.loc["b", "object_id"] == 2
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def test_string_attributes_are_one_map_in_the_items_table_and_typed_ones_keep_columns(catalog):

@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 from typer.testing import CliRunner
 
-from catalog_lake import Catalog, LakeError, PushError, settings
+from catalog_lake import Catalog, LakeError, PushError, check, settings
 from catalog_lake.backfill import backfill
 from catalog_lake.cli import app
 from catalog_lake.feeds import ingest, read_push
@@ -127,7 +127,7 @@ def test_a_full_disk_while_recording_a_run_is_one_line_and_a_rerun_finishes(
     assert again.exit_code == 0
     assert summary["totals"]["already_stored"] == 1
     assert len(Catalog("lake").pushes()) == 1
-    assert Catalog("lake").check()["ok"]
+    assert check(Catalog("lake"))["ok"]
 
 
 # --- 2. skipped files are explained -------------------------------------------
@@ -491,4 +491,4 @@ def test_a_real_full_disk_stops_the_run_in_one_line_and_a_rerun_finishes(small_d
     summary = ingest(catalog, feeds)
     assert summary["totals"]["received"] == 3_600  # no file was recorded: all are read again
     assert len(catalog.items()) == 3_600
-    assert catalog.check(derive=False)["ok"]
+    assert check(catalog, derive=False)["ok"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from catalog_lake import Catalog, PushError
+from catalog_lake import Catalog, PushError, check
 from catalog_lake.lake import Lake
 from tests.conftest import make_item
 
@@ -118,4 +118,4 @@ def test_an_ingest_run_finishes_interrupted_pushes_first(tmp_path, clock):
     empty.mkdir()
     summary = ingest(catalog, empty)
     assert summary["repaired"] == [caught.value.request_id]
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from catalog_lake import Catalog, PushRequest, feeds
+from catalog_lake import Catalog, PushRequest, check, feeds
 from catalog_lake.feeds import check_files, discover, ingest, read_items
 from tests.conftest import make_item
 from tests.test_groups import Ticking
@@ -82,7 +82,7 @@ def test_workers_store_and_answer_exactly_as_one_process(tmp_path, clock, source
     assert helped.rejects()[rejects].astype(str).values.tolist() == (
         alone.rejects()[rejects].astype(str).values.tolist()
     )
-    assert helped.check()["ok"]
+    assert check(helped)["ok"]
 
 
 def test_a_group_whose_batches_partly_landed_is_checked_again_and_stored_once(
@@ -101,7 +101,7 @@ def test_a_group_whose_batches_partly_landed_is_checked_again_and_stored_once(
     records = catalog.records()
     assert records["client_item_id"].is_unique
     assert set(records["client_item_id"]) >= {"BEAU-LIP-RED", "NEW-1"}
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]
 
 
 def test_a_worker_hands_back_what_was_received_not_the_decoded_items(source):
@@ -136,4 +136,4 @@ def test_the_writing_process_checks_groups_too_and_writes_them_in_feed_order(
     # The later file's update of an earlier item won.
     records = catalog.records().set_index("client_item_id")
     assert records.loc["BEAU-LIP-RED", "product_name"] == "Lipstick v2"
-    assert catalog.check()["ok"]
+    assert check(catalog)["ok"]

@@ -1,6 +1,7 @@
 """catalog-lake: product feeds in, validated flat search records out, on Delta Lake."""
 
 from .catalog import Catalog
+from .check import check
 from .errors import (
     CatalogLakeError,
     ErrorCode,
@@ -25,6 +26,7 @@ __all__ = [
     "NoLakeError",
     "PushError",
     "Synonyms",
+    "check",
     "push_response",
 ]
 __version__ = "0.1.0"

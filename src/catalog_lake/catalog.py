@@ -485,12 +485,6 @@ class Catalog:
         )
         return _pandas(table)
 
-    def check(self, *, derive: bool = True) -> dict[str, Any]:
-        """Verify the lake's invariants (see ``catalog_lake.check``); never writes."""
-        from .check import check
-
-        return check(self, derive=derive)
-
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""
         rows = []

@@ -491,7 +491,9 @@ def check(
 ) -> None:
     """Verify the lake's invariants; exit 1 and list violations when any fails."""
     try:
-        report = _catalog(lake).check(derive=not fast)
+        from .check import check as check_lake
+
+        report = check_lake(_catalog(lake), derive=not fast)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
     _print_json(report)
