@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import copy
+import os
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from catalog_lake import Catalog
+from tests.servers import apply_safe_env, aws_env, make_bucket, seaweed
+
+# Before anything can open an object store: no AWS client may leave loopback.
+apply_safe_env()
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CASES = Path(__file__).parent / "cases"
@@ -85,3 +91,19 @@ def clock() -> Clock:
 @pytest.fixture
 def catalog(tmp_path: Path, clock: Clock) -> Catalog:
     return Catalog(tmp_path / "lake", clock=clock)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory) -> str:
+    """A SeaweedFS S3 server on 127.0.0.1 for the session; AWS_* point at it."""
+    with seaweed(tmp_path_factory.mktemp("seaweed")) as endpoint:
+        os.environ.update(aws_env(endpoint))
+        yield endpoint
+
+
+@pytest.fixture
+def s3_lake(s3_endpoint) -> str:
+    """A fresh ``s3://`` lake URI in a bucket of its own."""
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    make_bucket(s3_endpoint, bucket)
+    return f"s3://{bucket}/lake"

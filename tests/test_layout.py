@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from catalog_lake import Catalog, check
+from catalog_lake import Catalog, check, settings
 from catalog_lake import lake as lake_module
 from catalog_lake.errors import LakeError
 from catalog_lake.lake import upserted
@@ -287,7 +287,9 @@ def test_a_block_rewrite_that_loses_a_commit_race_reads_again_and_retries(
     assert catalog.items()["name"].tolist() == ["Renamed"]
 
 
-def test_a_block_rewrite_that_keeps_losing_fails_as_a_lake_write(catalog, clock, monkeypatch):
+def test_an_update_that_keeps_losing_its_commit_race_fails_as_a_lake_write(
+    catalog, clock, monkeypatch
+):
     import deltalake
     from deltalake.exceptions import CommitFailedError
 
@@ -304,7 +306,7 @@ def test_a_block_rewrite_that_keeps_losing_fails_as_a_lake_write(catalog, clock,
         return real(*args, **kwargs)
 
     monkeypatch.setattr(deltalake, "write_deltalake", always_loses)
-    monkeypatch.setattr(lake_module, "MERGE_ATTEMPTS", 3)
+    monkeypatch.setattr(settings, "FENCE_ATTEMPTS", 3)  # items commits are fenced
     clock.now += timedelta(minutes=1)
     with pytest.raises(PushError, match="lake_write_failed"):
         catalog.push({"items": [make_item(client_item_id="a", name="Renamed")]})

@@ -107,10 +107,10 @@ def test_a_full_disk_while_recording_a_run_is_one_line_and_a_rerun_finishes(
     (feeds / "a.json").write_text(json.dumps({"items": [make_item(client_item_id="A")]}))
     real_append = Lake.append
 
-    def full(self, name, data, metadata=None):
+    def full(self, name, data, metadata=None, fence=None):
         if name == "files":
             raise OSError(28, "No space left on device")
-        return real_append(self, name, data, metadata)
+        return real_append(self, name, data, metadata, fence)
 
     monkeypatch.setattr(Lake, "append", full)
     result = run("ingest", "feeds")

@@ -20,9 +20,9 @@ class CrashingLake(Lake):
         if name == self.fail_on:
             raise OSError(f"simulated crash before committing {name}")
 
-    def append(self, name, data, metadata=None):
+    def append(self, name, data, metadata=None, fence=None):
         self._maybe_fail(name)
-        return super().append(name, data, metadata)
+        return super().append(name, data, metadata, fence)
 
     def upsert(self, name, data, metadata=None, **options):
         self._maybe_fail(name)

@@ -11,13 +11,12 @@ replay leave alone any item that a later push (outside the scope) replaced.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .lake import quote, sql_timestamp
+from .lake import fence_races, quote, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .schemas import ITEMS, RECORDS
 
@@ -92,23 +91,38 @@ def backfill(
             'ORDER BY received_at, request_id, "index"',
         ).to_pandas()
         parsed = parse_push(payload_from_raw(rows["item_json"].tolist()))
-        with catalog.lake.writing() if not dry_run else nullcontext():
-            derived = catalog.derive(
-                parsed,
-                request_ids=rows["request_id"],
-                received_at=rows["received_at"],
-                price_time=price_time,
-            )
-            report["items_rejected"] += len(derived.checked.errors)
-            records = derived.records.table(RECORDS)
-            keys = records["client_item_id"].to_pylist()
-            found = catalog.lake.lookup("records", "client_item_id", keys, COMPARED)
-            before.append(found.to_pandas())
-            after.append(records.select(COMPARED).to_pandas())
-            if not dry_run and records.num_rows:
-                metadata = {"catalog_lake.operation": "backfill"}
-                catalog.lake.upsert("items", derived.items.table(ITEMS), metadata)
-                catalog.lake.upsert("records", records, metadata)
+        for attempt in fence_races():  # an item new to the lake takes an id: fenced
+            with attempt:
+                derived = catalog.derive(
+                    parsed,
+                    request_ids=rows["request_id"],
+                    received_at=rows["received_at"],
+                    price_time=price_time,
+                )
+                records = derived.records.table(RECORDS)
+                if not dry_run and records.num_rows:
+                    metadata = {"catalog_lake.operation": "backfill"}
+                    keys = catalog.keys
+                    try:
+                        catalog.lake.upsert(
+                            "items",
+                            derived.items.table(ITEMS),
+                            metadata,
+                            fence=keys.fence,
+                            known=derived.items.frame["known"].to_numpy(dtype=bool),
+                        )
+                    except BaseException:
+                        keys.forget()
+                        raise
+                    keys.remember(derived.items)
+        report["items_rejected"] += len(derived.checked.errors)
+        found = catalog.lake.lookup(
+            "records", "client_item_id", records["client_item_id"].to_pylist(), COMPARED
+        )
+        before.append(found.to_pandas())
+        after.append(records.select(COMPARED).to_pandas())
+        if not dry_run and records.num_rows:
+            catalog.lake.upsert("records", records, {"catalog_lake.operation": "backfill"})
     _compare(before, after, report, examples)
     report["duration_s"] = round(time.perf_counter() - started, 3)
     return report

@@ -6,7 +6,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,9 @@ import pandas as pd
 import pyarrow as pa
 
 from . import settings
-from .errors import CatalogLakeError, LakeError, PushError
+from .errors import CatalogLakeError, FenceMoved, PushError
 from .keys import Keys
-from .lake import LAKE_ERRORS, Lake, quote
+from .lake import LAKE_ERRORS, Lake, fence_races, quote
 from .parse import ParsedPush, combine, parse_push, payload_from_raw
 from .push import (
     Checked,
@@ -28,9 +28,11 @@ from .push import (
     StaleCheck,
     check_group,
     check_key,
+    failures,
     plan_responses,
     raw_rows,
     reject_rows,
+    unfinished,
     write_failed,
 )
 from .records import Batch, Synonyms, derive_records
@@ -177,31 +179,45 @@ class Catalog:
             )
         return self._ingest(pushes, checked, replayed) if pushes else []
 
-    def _earlier_pushes(self, pushes: list[Push]) -> dict[str, tuple[str, dict[str, Any]]]:
-        """Digest and response of the pushes made earlier under these pushes' keys.
+    def _earlier_pushes(self, pushes: list[Push]) -> tuple[int, dict[str, Earlier]]:
+        """The pushes table's fence, and the pushes already stored under these pushes' keys.
 
         The keys live in the ``pushes`` table, written last by every push, so
-        a key is only "used" once its push completed. Delta's app-transaction
-        versions would need a number per key and are not enforced by
-        deltalake anyway (we would check them ourselves just the same).
+        a key is only "used" once its push completed. The fence is read
+        first: a push under one of these keys that lands after this read
+        makes our pushes commit fail, and it is looked at then
+        (``_claimed``).
         """
+        _, fence = self.lake.fence("pushes")
         keys = sorted({p.idempotency_key for p in pushes if p.idempotency_key is not None})
-        if not keys:
+        return fence, self._stored(keys=keys)
+
+    def _stored(
+        self,
+        *,
+        keys: list[str] = (),
+        request_ids: list[str] = (),  # type: ignore[assignment]
+    ) -> dict[str, Earlier]:
+        """Stored pushes by idempotency key and by request id (the first stored of each)."""
+        clauses = []
+        if keys:
+            clauses.append(f"idempotency_key IN ({', '.join(quote(k) for k in keys)})")
+        if request_ids:
+            clauses.append(f"request_id IN ({', '.join(quote(r) for r in request_ids)})")
+        if not clauses:
             return {}
         found = self.lake.read(
             "pushes",
-            'SELECT idempotency_key, payload_sha256, response_json FROM "pushes" '
-            f"WHERE idempotency_key IN ({', '.join(quote(k) for k in keys)}) "
-            "ORDER BY received_at",
+            "SELECT request_id, idempotency_key, payload_sha256, response_json "
+            f'FROM "pushes" WHERE {" OR ".join(clauses)} ORDER BY received_at',
         ).to_pylist()
-        earlier: dict[str, tuple[str, dict[str, Any]]] = {}
+        stored: dict[str, Earlier] = {}
         for row in found:
-            if row["idempotency_key"] not in earlier:
-                earlier[row["idempotency_key"]] = (
-                    row["payload_sha256"],
-                    json.loads(row["response_json"]),
-                )
-        return earlier
+            earlier = Earlier(row["request_id"], row["payload_sha256"], row["response_json"])
+            stored.setdefault(f"request:{row['request_id']}", earlier)
+            if row["idempotency_key"] is not None:
+                stored.setdefault(f"key:{row['idempotency_key']}", earlier)
+        return stored
 
     def derive(
         self,
@@ -249,66 +265,60 @@ class Catalog:
         checked: Checked | None = None,
         replayed: list[bool] | None = None,
     ) -> list[dict[str, Any]]:
-        """Run pushes (or the replay of one) under the lake's writer lock."""
+        """Run pushes (or the replay of one): skip those whose key is stored, write the rest."""
         first = pushes[0]
-        with ExitStack() as stack:
-            try:
-                stack.enter_context(self.lake.writing())
-            except LakeError as exc:
-                raise write_failed(exc, first.request_id, raw_written=first.replay) from exc
-            try:
-                if not self._ensured:  # a push creates the lake it writes
-                    self.lake.ensure()
-                    self._ensured = True
-                # Under the writer lock: two pushes with one key cannot both pass.
-                earlier = self._earlier_pushes(pushes)
-            except LAKE_ERRORS as exc:
-                self._ensured = False
-                raise write_failed(exc, first.request_id, raw_written=first.replay) from exc
-            responses: list[dict[str, Any] | None] = [None] * len(pushes)
-            todo: list[int] = []
-            first_with_key: dict[str, int] = {}
-            for number, push in enumerate(pushes):
-                key = push.idempotency_key
-                if key is None:
-                    todo.append(number)
-                    continue
-                digest = earlier[key][0] if key in earlier else None
-                if key in first_with_key:
-                    digest = pushes[first_with_key[key]].digest
-                if digest is not None and digest != push.digest:
-                    raise PushError(
-                        "idempotency_conflict",
-                        f"idempotency_key {key!r} was already used for a different payload; "
-                        "use a new key for new content",
-                    )
-                if key in earlier:
-                    responses[number] = earlier[key][1]
-                elif key not in first_with_key:
-                    first_with_key[key] = number
-                    todo.append(number)
-            if checked is not None and len(todo) != len(pushes):
-                raise StaleCheck(
-                    f"{len(pushes) - len(todo)} of {len(pushes)} pushes had already landed; "
-                    "check the remaining ones again"
-                )
-            written = self._write([pushes[n] for n in todo], checked) if todo else []
-            for number, response in zip(todo, written, strict=True):
-                responses[number] = response
-            for number, push in enumerate(pushes):  # a key repeated within the group
-                if responses[number] is None:
-                    responses[number] = responses[first_with_key[push.idempotency_key or ""]]
-            if replayed is not None:
-                done = set(todo)
-                replayed[:] = [number not in done for number in range(len(pushes))]
-            return [r for r in responses if r is not None]
+        try:
+            if not self._ensured:  # a push creates the lake it writes
+                self.lake.ensure()
+                self._ensured = True
+            fence, earlier = self._earlier_pushes(pushes)
+        except LAKE_ERRORS as exc:
+            self._ensured = False
+            raise write_failed(exc, first.request_id, raw_written=first.replay) from exc
+        responses: list[dict[str, Any] | None] = [None] * len(pushes)
+        todo: list[int] = []
+        first_with_key: dict[str, int] = {}
+        for number, push in enumerate(pushes):
+            key = push.idempotency_key
+            if key is None:
+                todo.append(number)
+                continue
+            stored = earlier.get(f"key:{key}")
+            digest = stored.digest if stored is not None else None
+            if key in first_with_key:
+                digest = pushes[first_with_key[key]].digest
+            if digest is not None and digest != push.digest:
+                raise _conflict(key)
+            if stored is not None:
+                responses[number] = stored.response
+            elif key not in first_with_key:
+                first_with_key[key] = number
+                todo.append(number)
+        if checked is not None and len(todo) != len(pushes):
+            raise StaleCheck(
+                f"{len(pushes) - len(todo)} of {len(pushes)} pushes had already landed; "
+                "check the remaining ones again"
+            )
+        written = self._write([pushes[n] for n in todo], fence, checked) if todo else []
+        for number, response in zip(todo, written, strict=True):
+            responses[number] = response
+        for number, push in enumerate(pushes):  # a key repeated within the group
+            if responses[number] is None:
+                responses[number] = responses[first_with_key[push.idempotency_key or ""]]
+        if replayed is not None:
+            done = set(todo)
+            replayed[:] = [number not in done for number in range(len(pushes))]
+        return [r for r in responses if r is not None]
 
-    def _write(self, pushes: list[Push], checked: Checked | None = None) -> list[dict[str, Any]]:
+    def _write(
+        self, pushes: list[Push], fence: int, checked: Checked | None = None
+    ) -> list[dict[str, Any]]:
         """Validate, derive and store a group of pushes; their responses, in order.
 
         The group is derived as one batch and shares each table's commit; on
         a lake failure ``PushError`` names the first push's request id and
-        says whether ``repair`` can finish the group.
+        says whether ``repair`` can finish the group. ``fence`` is the
+        pushes table's fence when the group's keys were checked.
         """
         first = pushes[0]
         replay = first.replay
@@ -336,14 +346,17 @@ class Catalog:
             metadata["catalog_lake.pushes"] = str(len(pushes))
 
         # Write order, chosen so that a crash between any two commits can be
-        # finished by replaying the raw table (``Catalog.repair``):
+        # finished by replaying the raw table (``Catalog.repair``), and so that
+        # any number of writers stay correct (docs/design.md, "Writers"):
         #   1. raw     - the journal: once it commits, the pushes can be replayed whole.
         #   2. rejects - append; a replay skips it when the request id is present.
-        #   3. items   - upsert that assigns ids; idempotent, and never rolls a newer
-        #                row back (updated_at guard), so a replay is harmless.
+        #   3. items   - upsert that assigns ids, fenced: a writer that another beat
+        #                allocates again. Idempotent, and never rolls a newer row
+        #                back (updated_at guard), so a replay is harmless.
         #   4. records - upsert derived from the same rows; same guarantees.
-        #   5. pushes  - the commit marker: a request id in raw without a row here
-        #                is an interrupted push, and repair finishes it.
+        #   5. pushes  - the commit marker, fenced: a request id or idempotency key
+        #                is stored once. A request id in raw without a row here is
+        #                an interrupted push, and repair finishes it.
         # A group of pushes shares each commit, so it is all-or-nothing per table.
         raw_written = replay
         try:
@@ -351,48 +364,124 @@ class Catalog:
                 raw = raw_rows(pushes, parsed, request_ids, received_at, passed, client_ids)
                 self.lake.append("raw", raw, metadata)
                 raw_written = True
-            items = self._identified(checked, request_ids, received_at)
-            records = derive_records(items, None, self.synonyms)
-            failed_by_push, answers = plan_responses(pushes, checked, items)
+            failed_by_push = failures(pushes, checked)
             if any(failed_by_push) and not (
                 replay and self.lake.has("rejects", "request_id", first.request_id)
             ):
                 self.lake.append("rejects", reject_rows(pushes, failed_by_push), metadata)
+            items = self._store_items(checked, request_ids, received_at, metadata)
             if len(items):
                 known = items.frame["known"].to_numpy(dtype=bool)
-                try:
-                    self.lake.upsert("items", items.table(ITEMS), metadata, known=known)
-                except BaseException:
-                    self.keys.forget()  # the table may hold part of this write
-                    raise
-                self.keys.remember(items)
+                records = derive_records(items, None, self.synonyms)
                 self.lake.upsert("records", records.table(RECORDS), metadata, known=known)
-            finished_at = self.clock()
-            duration_ms = (time.perf_counter() - first.started) * 1000.0
-            rows = [
-                {
-                    "request_id": push.request_id,
-                    "received_at": push.received_at,
-                    "finished_at": finished_at,
-                    "duration_ms": duration_ms,
-                    "received": int(sizes[number]),
-                    "success": int(response["catalog_push_success_product_count"]),
-                    "failed": int(response["catalog_push_failed_product_count"]),
-                    "source": push.source,
-                    "flow_run_id": push.flow_run_id,
-                    "idempotency_key": push.idempotency_key,
-                    "payload_sha256": push.digest,
-                    "response_json": json.dumps(response, ensure_ascii=False),
-                }
-                for number, (push, response) in enumerate(zip(pushes, answers, strict=True))
-            ]
-            self.lake.append("pushes", pa.Table.from_pylist(rows, schema=PUSHES), metadata)
+            answers = plan_responses(pushes, checked, items, failed_by_push)
+            return self._store_pushes(pushes, answers, sizes, fence, metadata)
         except (*LAKE_ERRORS, pa.ArrowException) as exc:
             self._ensured = False
             raise write_failed(
                 exc, first.request_id, raw_written=raw_written, pushes=len(pushes)
             ) from exc
-        return answers
+
+    def _store_items(
+        self, checked: Checked, request_ids: pd.Series, received_at: pd.Series, metadata
+    ) -> Batch:
+        """Give the group's items their ids and commit them, fenced; again if another writer won.
+
+        The ids come from the key index at the items table's fence number;
+        a commit by anyone else since then fails ours (``FenceMoved``), and
+        the index is read again and the ids allocated again.
+        """
+        for attempt in fence_races():
+            with attempt:
+                items = self._identified(checked, request_ids, received_at)
+                if not len(items):
+                    return items
+                try:
+                    self.lake.upsert(
+                        "items",
+                        items.table(ITEMS),
+                        metadata,
+                        known=items.frame["known"].to_numpy(dtype=bool),
+                        fence=self.keys.fence,
+                    )
+                except BaseException:
+                    self.keys.forget()  # read the index again: it is stale or partly written
+                    raise
+                self.keys.remember(items)
+                return items
+        raise AssertionError("unreachable: the last lost race is raised")
+
+    def _store_pushes(
+        self,
+        pushes: list[Push],
+        answers: list[dict[str, Any]],
+        sizes: np.ndarray,
+        fence: int,
+        metadata: dict[str, str],
+    ) -> list[dict[str, Any]]:
+        """Commit the group's pushes rows, fenced: each request id and key is stored once.
+
+        When another writer committed pushes after our keys were checked,
+        the commit fails and what it stored is looked at (``_claimed``): a
+        push it stored under one of our keys, or one of our own request ids
+        (a repair racing the push it repairs), answers for ours, and ours is
+        not stored again.
+        """
+        finished_at = self.clock()
+        duration_ms = (time.perf_counter() - pushes[0].started) * 1000.0
+        rows = [
+            {
+                "request_id": push.request_id,
+                "received_at": push.received_at,
+                "finished_at": finished_at,
+                "duration_ms": duration_ms,
+                "received": int(sizes[number]),
+                "success": int(response["catalog_push_success_product_count"]),
+                "failed": int(response["catalog_push_failed_product_count"]),
+                "source": push.source,
+                "flow_run_id": push.flow_run_id,
+                "idempotency_key": push.idempotency_key,
+                "payload_sha256": push.digest,
+                "response_json": json.dumps(response, ensure_ascii=False),
+            }
+            for number, (push, response) in enumerate(zip(pushes, answers, strict=True))
+        ]
+        unclaimed = list(range(len(pushes)))
+        for attempt in fence_races():
+            with attempt:
+                try:
+                    table = pa.Table.from_pylist([rows[n] for n in unclaimed], schema=PUSHES)
+                    self.lake.append("pushes", table, metadata, fence=fence)
+                    return answers
+                except FenceMoved:
+                    _, fence = self.lake.fence("pushes")
+                    unclaimed = self._claimed(pushes, unclaimed, answers)
+                    if not unclaimed:
+                        return answers
+                    raise
+        raise AssertionError("unreachable: the last lost race is raised")
+
+    def _claimed(
+        self, pushes: list[Push], unclaimed: list[int], answers: list[dict[str, Any]]
+    ) -> list[int]:
+        """The pushes of ``unclaimed`` still to store; the others take the stored answer."""
+        stored = self._stored(
+            keys=[k for n in unclaimed if (k := pushes[n].idempotency_key) is not None],
+            request_ids=[pushes[n].request_id for n in unclaimed],
+        )
+        left = []
+        for number in unclaimed:
+            push = pushes[number]
+            found = stored.get(f"request:{push.request_id}")
+            if found is None and push.idempotency_key is not None:
+                found = stored.get(f"key:{push.idempotency_key}")
+                if found is not None and found.digest != push.digest:
+                    raise _conflict(push.idempotency_key, after_write=True)
+            if found is None:
+                left.append(number)
+            else:
+                answers[number] = found.response
+        return left
 
     def snapshot_keys(self) -> pa.Table | None:
         """The keys a new process would load (snapshot plus changed blocks); None without one."""
@@ -412,22 +501,29 @@ class Catalog:
         """
         raw = self.lake.read(
             "raw",
-            'SELECT request_id, min(received_at) AS received_at FROM "raw" '
+            "SELECT request_id, min(received_at) AS received_at, "
+            'max(idempotency_key) AS idempotency_key FROM "raw" '
             "GROUP BY request_id ORDER BY received_at, request_id",
         )
-        done = set(self.lake.read("pushes")["request_id"].to_pylist())
-        return [r for r in raw["request_id"].to_pylist() if r not in done]
+        pushes = self.lake.read("pushes", 'SELECT request_id, idempotency_key FROM "pushes"')
+        return unfinished(
+            raw["request_id"].to_pylist(),
+            raw["idempotency_key"].to_pylist(),
+            set(pushes["request_id"].to_pylist()),
+            {k for k in pushes["idempotency_key"].to_pylist() if k is not None},
+        )
 
     def repair(self) -> list[dict[str, Any]]:
         """Finish every interrupted push by replaying it from the raw table.
 
-        Safe to run any number of times, alone or after a crash: each step of
-        a push is idempotent under replay (see the write order in ``_ingest``).
+        Safe to run any number of times, alone, after a crash, or beside
+        other writers: each step of a push is idempotent under replay (see
+        the write order in ``_write``), and a push that finishes while it is
+        replayed is stored once (the pushes commit is fenced).
         """
         self.lake.require()
         responses = []
-        with self.lake.writing():
-            pending = self.interrupted()
+        pending = self.interrupted()
         for request_id in pending:
             sql = f'SELECT * FROM "raw" WHERE request_id = {quote(request_id)} ORDER BY "index"'
             rows = self.lake.read("raw", sql)
@@ -528,6 +624,34 @@ class Catalog:
         return _pandas(self.lake.read("raw")).sort_values(
             ["received_at", "index"], ignore_index=True
         )
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A stored push: its request id, payload digest and response (as JSON text)."""
+
+    request_id: str
+    digest: str
+    response_json: str
+
+    @property
+    def response(self) -> dict[str, Any]:
+        return json.loads(self.response_json)
+
+
+def _conflict(key: str, *, after_write: bool = False) -> PushError:
+    if after_write:
+        return PushError(
+            "idempotency_conflict",
+            f"idempotency_key {key!r} was stored by another push with a different payload "
+            "while this one was being written; this push's raw, rejects and item rows were "
+            "written but it is not recorded as a push. Use a new key for new content",
+        )
+    return PushError(
+        "idempotency_conflict",
+        f"idempotency_key {key!r} was already used for a different payload; "
+        "use a new key for new content",
+    )
 
 
 def _sent(value: str | None) -> Any:

@@ -9,13 +9,19 @@
 4. The ``pushes`` table agrees with the responses that were returned.
 
 A push that reached ``raw`` but not ``pushes`` is reported as interrupted:
-``catalog-lake repair`` finishes it.
+``catalog-lake repair`` finishes it. A push that lost the race for its
+idempotency key to another push of the same content is not: that push
+answers for it (docs/design.md, "Writers").
 """
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from .push import unfinished
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
     from .catalog import Catalog
@@ -40,7 +46,7 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
             )
 
     raw = catalog.lake.read(
-        "raw", 'SELECT request_id, "index", passed, client_item_id FROM "raw"'
+        "raw", 'SELECT request_id, "index", passed, client_item_id, idempotency_key FROM "raw"'
     ).to_pandas()
     pushes = catalog.lake.read("pushes").to_pandas()
     rejects = catalog.lake.read("rejects", 'SELECT request_id, "index" FROM "rejects"').to_pandas()
@@ -50,7 +56,13 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     ).to_pandas()
 
     done = set(pushes["request_id"])
-    interrupted = sorted(set(raw["request_id"]) - done)
+    requests = raw.drop_duplicates("request_id")
+    interrupted = unfinished(
+        requests["request_id"].tolist(),
+        [None if pd.isna(k) else k for k in requests["idempotency_key"]],
+        done,
+        set(pushes["idempotency_key"].dropna()),
+    )
     violation(1, "a push reached raw but never finished; run `catalog-lake repair`", interrupted)
 
     keyed = pushes[pushes["idempotency_key"].notna()]

@@ -73,6 +73,15 @@ class IngestError(CatalogLakeError):
         super().__init__(f"{len(failed)} feed file(s) failed: {named}{more}")
 
 
+class FenceMoved(LakeError):
+    """Another writer committed to a fenced table after this one read it.
+
+    What was derived from the old snapshot (service ids, the idempotency
+    check) may be stale, so the writer reads again and retries; it surfaces
+    only when every retry lost (docs/design.md, "Writers").
+    """
+
+
 class NoLakeError(LakeError):
     """There is no lake at the path or URI given: nothing to read, repair or maintain."""
 

@@ -549,10 +549,9 @@ class _GroupWriter:
             return
         lake = self.catalog.lake
         try:
-            with lake.writing():
-                lake.checkpoint(("raw", "rejects", "items", "records", "pushes"))
-                # The next process's first push then reads few key files (``save_key_index``).
-                self.catalog.save_key_index()
+            lake.checkpoint(("raw", "rejects", "items", "records", "pushes"))
+            # The next process's first push then reads few key files (``save_key_index``).
+            self.catalog.save_key_index()
         except LakeError as exc:
             _log.warning("%s", exc)
 

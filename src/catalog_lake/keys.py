@@ -5,6 +5,11 @@ it is stored, and keeps for good. Ids come from the items table itself (its
 largest id plus one), read once per catalog and kept current by its own
 pushes; a local lake also keeps a key snapshot beside the tables, so a new
 process reads only the blocks that changed since it was saved.
+
+Any number of writers may allocate at once: the index carries the items
+table's fence number, read before its keys, and the items commit that stores
+the new ids is fenced with it (``Lake.fence``). A writer that another beat
+gets ``FenceMoved``, forgets the index and allocates again.
 """
 
 from __future__ import annotations
@@ -26,11 +31,16 @@ KEYS_RESAVE_FILES = 64
 
 @dataclass(frozen=True)
 class KeyIndex:
-    """client_item_id, object_id and id_block of every stored item, at one items-table version."""
+    """client_item_id, object_id and id_block of every stored item, at one items-table version.
+
+    ``fence`` is the items table's fence number at ``version``, read before
+    the keys: a commit fenced with it fails if any id was allocated since.
+    """
 
     version: int | None
     table: pa.Table
     max_id: int
+    fence: int = 0
 
 
 class Keys:
@@ -39,6 +49,11 @@ class Keys:
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
         self._index: KeyIndex | None = None
+
+    @property
+    def fence(self) -> int:
+        """The items table's fence number the last ``assign`` allocated from."""
+        return self._index.fence if self._index is not None else 0
 
     def forget(self) -> None:
         """Drop the index: the next lookup reads it again (after a write that failed midway)."""
@@ -96,19 +111,21 @@ class Keys:
 
         A long-lived catalog (a service, a flow task pushing many groups)
         would otherwise read the whole key column of the items table for
-        every push. The copy is checked against the table's Delta version
-        under the writer lock, so another writer's commit makes us read it
-        again; our own pushes add their new keys to it (``remember``).
-        Reading it again starts from the lake's key snapshot, when there is
-        one (``from_files``).
+        every push. The copy is checked against the table's version and
+        fence, so another writer's commit makes us read it again; our own
+        pushes add their new keys to it (``remember``). Reading it again
+        starts from the lake's key snapshot, when there is one
+        (``from_files``). The fence is read first: keys read afterwards are
+        at least as new, so an id allocated in between fails the commit
+        instead of being handed out twice.
         """
-        version = self.lake.version("items")
+        version, fence = self.lake.fence("items")
         cached = self._index
-        if cached is not None and cached.version == version and version is not None:
-            return cached
+        if cached is not None and (cached.version, cached.fence) == (version, fence):
+            if version is not None:
+                return cached
         if is_local(self.lake.uri):
             table, scan = self.from_files(self.lake.load_keys())
-            version = scan.version
             if scan.files_read > KEYS_RESAVE_FILES:
                 self.lake.save_keys(KeySnapshot(scan.version, scan.files, table))
         else:
@@ -116,7 +133,7 @@ class Keys:
             blocks = pc.divide(table["object_id"], settings.ID_BLOCK_SIZE)  # ids are positive
             table = table.append_column("id_block", blocks)
         max_id = pc.max(table["object_id"]).as_py() if table.num_rows else None
-        self._index = KeyIndex(version, table, int(max_id or 0))
+        self._index = KeyIndex(version, table, int(max_id or 0), fence)
         return self._index
 
     def from_files(self, snapshot: KeySnapshot | None) -> tuple[pa.Table, BlocksScan]:
@@ -153,13 +170,18 @@ class Keys:
             self.lake.save_keys(KeySnapshot(scan.version, scan.files, table))
 
     def remember(self, items: Batch) -> None:
-        """Add a push's new items to the key index, or forget it when unsure."""
+        """Add the new items of a push whose fenced items commit just landed to the index.
+
+        That commit carried the index's fence number plus one, so the table
+        is now at the version it made, with nobody else's ids in between.
+        """
         cached, self._index = self._index, None
-        if cached is None or not is_local(self.lake.uri):
-            return  # without the writer lock another writer may have committed too
+        if cached is None:
+            return
+        version = self.lake.version("items", refresh=False)
         new = items.frame[~items.frame["known"]]
         if not len(new):
-            self._index = KeyIndex(self.lake.version("items"), cached.table, cached.max_id)
+            self._index = KeyIndex(version, cached.table, cached.max_id, cached.fence + 1)
             return
         added = pa.table(
             {
@@ -172,4 +194,4 @@ class Keys:
         if table["client_item_id"].num_chunks > 64:
             table = table.combine_chunks()
         max_id = max(cached.max_id, int(new["object_id"].max()))
-        self._index = KeyIndex(self.lake.version("items"), table, max_id)
+        self._index = KeyIndex(version, table, max_id, cached.fence + 1)

@@ -8,16 +8,12 @@ can abort the interpreter at exit (delta-rs issue 2184).
 
 from __future__ import annotations
 
-import fcntl
 import functools
-import itertools
 import json
 import logging
 import os
 import re
-import threading
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -35,21 +31,30 @@ from deltalake import (
     DeltaTable,
     Field,
     QueryBuilder,
+    Transaction,
     WriterProperties,
 )
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from . import settings
-from .errors import LakeError, NoLakeError
+from .errors import FenceMoved, LakeError, NoLakeError
 from .schemas import ADDED_COLUMNS, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
-#: Attempts for a write that loses a commit race (merge or block rewrite) before giving up.
+#: Attempts for an unfenced write that loses a commit race (a block rewrite) before giving up.
 MERGE_ATTEMPTS = 5
+#: The app transaction that fences each fenced table's commits (docs/design.md, "Writers"):
+#: ``items`` because its commits allocate service ids, ``pushes`` because its commits
+#: claim request ids and idempotency keys.
+FENCES = {"items": "catalog-lake:items", "pushes": "catalog-lake:pushes"}
 #: Columns an upsert never changes on a row that already exists.
 KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
-#: The file in a local lake that serializes writers (see ``Lake.writing``).
-LOCK_FILE = "_catalog_lake.lock"
 #: The file in a local lake keeping the items table's keys by id block (see ``Lake.save_keys``).
 KEYS_FILE = "_catalog_lake.keys.arrow"
 
@@ -57,13 +62,10 @@ KEYS_FILE = "_catalog_lake.keys.arrow"
 REOPEN_AFTER_COMMITS = 50
 
 _log = logging.getLogger(__name__)
-_held = threading.local()
-#: Numbers each hold of a writer lock, process-wide (see ``Lake.table``).
-_HOLDS = itertools.count(1)
 
 
 def is_local(uri: str) -> bool:
-    """Whether a lake URI is a local folder (where the writer lock works)."""
+    """Whether a lake URI is a local folder (not an object store)."""
     return "://" not in uri or uri.startswith("file://")
 
 
@@ -81,8 +83,6 @@ class Lake:
             raise NoLakeError(f"{self.uri} is a file, not a lake folder")
         self.storage_options = storage_options
         self._tables: dict[str, DeltaTable] = {}
-        #: Tables known current during one hold of the writer lock (see ``table``).
-        self._current: tuple[int | None, set[str]] = (None, set())
         #: The version of each table this object last checkpointed (see ``checkpoint``).
         self._checkpointed: dict[str, int] = {}
         #: The version each table object was opened at (see ``table``).
@@ -115,46 +115,6 @@ class Lake:
             + "; push or ingest a feed to create one, or point --lake at an existing lake"
         )
 
-    @contextmanager
-    def writing(self):
-        """Hold the lake's writer lock: one writer at a time changes ids and rows.
-
-        Delta commits are atomic per table, but a push reads the items table
-        (to find ids), then appends and rewrites: two writers interleaving
-        there could give one id to two items or two rows to one item, and an
-        append never conflicts in Delta. An exclusive ``flock`` on a file in
-        the lake folder serializes writers across processes; the kernel drops
-        it when a holder dies, so a killed writer never leaves it stuck.
-        Re-entrant within a thread. Object-store lakes have no such file:
-        there, run one writer at a time (one deployment, one worker).
-        """
-        depth = getattr(_held, "depth", {})
-        _held.depth = depth
-        if not is_local(self.uri) or depth.get(self.uri, 0):
-            depth[self.uri] = depth.get(self.uri, 0) + 1
-            try:
-                yield
-            finally:
-                depth[self.uri] -= 1
-            return
-        folder = Path(self.uri.removeprefix("file://"))
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            handle = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise LakeError(f"cannot lock the lake {self.uri}: {exc}") from exc
-        with handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            depth[self.uri] = 1
-            holds = getattr(_held, "holds", {})
-            _held.holds = holds
-            holds[self.uri] = next(_HOLDS)
-            try:
-                yield
-            finally:
-                depth[self.uri] = 0
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
     def path(self, name: str) -> str:
         """URI of one table of the lake."""
         return f"{self.uri}/{name}"
@@ -170,34 +130,21 @@ class Lake:
         with every commit it has seen (a one-row append to ``pushes``: 13 ms
         after opening, 46 ms 250 appends later), and so does a new object
         with a long log since the last checkpoint. So after
-        ``REOPEN_AFTER_COMMITS`` the object is checkpointed (when we hold
-        the writer lock) and opened afresh: over 300 appends the mean went
-        from 31 to 17 ms, and a long-lived catalog's pushes stay as cheap
-        as a new process's.
+        ``REOPEN_AFTER_COMMITS`` the object is checkpointed and opened
+        afresh: over 300 appends the mean went from 31 to 17 ms, and a
+        long-lived catalog's pushes stay as cheap as a new process's.
         """
-        hold = self._hold()
-        if self._current[0] != hold:
-            self._current = (hold, set())
-        current = self._current[1]
         cached = self._tables.get(name)
         if cached is not None and cached.version() - self._opened[name] >= REOPEN_AFTER_COMMITS:
-            if hold is not None:  # under our writer lock: checkpoint what it holds
-                try:
-                    cached.create_checkpoint()
-                except (DeltaError, OSError) as exc:  # only slower to open: more log to replay
-                    _log.debug("no checkpoint of %r before reopening it: %s", name, exc)
+            try:  # two writers checkpointing one version write the same file
+                cached.create_checkpoint()
+            except (DeltaError, OSError) as exc:  # only slower to open: more log to replay
+                _log.debug("no checkpoint of %r before reopening it: %s", name, exc)
             del self._tables[name]
-            current.discard(name)
             cached = None
         if cached is not None:
-            if hold is not None and name in current:
-                # Under our lock nobody else commits, and our own writes
-                # update the table object in place: it is still current.
-                return cached
             try:
                 cached.update_incremental()
-                if hold is not None:
-                    current.add(name)
                 return cached
             except (DeltaError, OSError):
                 self._tables.pop(name, None)  # replaced or removed: open it afresh
@@ -209,24 +156,20 @@ class Lake:
             raise LakeError(f"cannot open table {name!r} in {self.uri}: {exc}") from exc
         self._tables[name] = table
         self._opened[name] = table.version()
-        if hold is not None:
-            current.add(name)
         return table
 
-    def _hold(self) -> int | None:
-        """Which hold of this thread's writer lock on a local lake is running, if any."""
-        if not is_local(self.uri) or not getattr(_held, "depth", {}).get(self.uri, 0):
-            return None
-        return getattr(_held, "holds", {}).get(self.uri)
+    def fence(self, name: str) -> tuple[int | None, int]:
+        """A fenced table's version and fence number, read together from its latest snapshot.
 
-    @contextmanager
-    def _changing(self, name: str):
-        """Around a write: if it fails, the table object may lag the log, so re-read it next."""
-        try:
-            yield
-        except BaseException:
-            self._current[1].discard(name)
-            raise
+        Whatever a writer derives from the table after this (ids, a key
+        check) is committed with ``fence=`` this number: the commit then
+        carries the next one, and fails with ``FenceMoved`` if anyone
+        committed to the table in between.
+        """
+        table = self.table(name)
+        if table is None:
+            return None, 0
+        return table.version(), table.transaction_version(FENCES[name]) or 0
 
     def ensure(self) -> None:
         """Create every table that does not exist yet, with its declared schema."""
@@ -260,26 +203,70 @@ class Lake:
             table.alter.add_columns([Field.from_arrow(schema.field(c)) for c in missing])
         except (DeltaError, OSError) as exc:
             raise LakeError(f"cannot add columns {missing} to table {name!r}: {exc}") from exc
-        self._current[1].discard(name)
 
     # --- writes -------------------------------------------------------------
 
-    def append(self, name: str, data: pa.Table, metadata: dict[str, str] | None = None) -> None:
-        """Append rows; appends never conflict with each other in Delta."""
+    def append(
+        self,
+        name: str,
+        data: pa.Table,
+        metadata: dict[str, str] | None = None,
+        fence: int | None = None,
+    ) -> None:
+        """Append rows; with ``fence``, only if no other writer committed since it was read.
+
+        Appends never conflict with each other in Delta (delta-rs retries
+        them itself), so an unfenced append always lands.
+
+        Raises:
+            FenceMoved: ``fence`` was given and another writer got there first.
+        """
         from deltalake import write_deltalake
 
         if data.num_rows == 0:
             return
-        with self._changing(name):
+        data = data.cast(TABLES[name])
+
+        def write() -> None:
+            table = self.table(name)
+            self._check_fence(name, table, fence)
             write_deltalake(
-                self.table(name) or self.path(name),
-                data.cast(TABLES[name]),
+                table or self.path(name),
+                data,
                 mode="append",
                 partition_by=PARTITIONS.get(name),
                 storage_options=self.storage_options,
                 writer_properties=_writer_properties(name),
-                commit_properties=CommitProperties(custom_metadata=metadata or {}),
+                commit_properties=_commit_properties(name, metadata, fence),
             )
+
+        self._committed(name, write, fence)
+
+    def _check_fence(self, name: str, table: DeltaTable | None, fence: int | None) -> None:
+        """Refuse to commit from a stale read: ``transaction_version`` is ours to check."""
+        if fence is None:
+            return
+        now = (table.transaction_version(FENCES[name]) or 0) if table is not None else 0
+        if now != fence:
+            raise FenceMoved(
+                f"another writer committed to {name!r} since it was read "
+                f"(fence {now}, read at {fence})"
+            )
+
+    def _committed(self, name: str, write, fence: int | None) -> Any:
+        """Run ``write``: fenced, once; unfenced, until it wins a race (``_lost_races``)."""
+        if fence is not None:
+            try:
+                return write()
+            except CommitFailedError as exc:
+                self._tables.pop(name, None)  # read the winner's commit afresh
+                raise FenceMoved(
+                    f"another writer committed to {name!r} at the same time: {_first_line(exc)}"
+                ) from exc
+        for attempt in _lost_races():
+            with attempt:
+                return write()  # inside the attempt: a lost race never gets here
+        raise AssertionError("unreachable: the last lost race is raised")
 
     def upsert(
         self,
@@ -287,14 +274,16 @@ class Lake:
         data: pa.Table,
         metadata: dict[str, str] | None = None,
         known: Any = None,
+        fence: int | None = None,
     ) -> dict[str, int]:
         """Insert new ``client_item_id`` rows and replace older versions of known ones.
 
         ``known`` marks the rows whose id was found in the table just before
-        (under the writer lock, so nobody can have added them since): when
-        none is known the rows are appended, which neither reads nor
-        rewrites anything. Otherwise the id blocks the rows fall in are
-        rewritten whole in one commit (``_rewrite_blocks``). A row replaces
+        (with ``fence`` read with it, nobody can have added them since
+        unless the commit fails): when none is known the rows are
+        appended, which neither reads nor rewrites anything. Otherwise the
+        id blocks the rows fall in are rewritten whole in one commit
+        (``_rewrite_blocks``). A row replaces
         its stored version only when it is at least as new (``updated_at``),
         so replaying an old push after a crash never rolls an item back, and
         it leaves ``KEPT_ON_UPDATE`` as stored.
@@ -303,15 +292,17 @@ class Lake:
         if data.num_rows == 0:
             return {}
         if known is not None and not np.asarray(known, dtype=bool).any():
-            self.append(name, data, metadata)
+            self.append(name, data, metadata, fence)
             return {"inserted": data.num_rows, "updated": 0, "kept": 0}
         if PARTITIONS.get(name) != ["id_block"]:
             raise LakeError(f"table {name!r} is not kept in id blocks; it cannot be upserted")
         if pc.count_distinct(data["client_item_id"]).as_py() != data.num_rows:
             raise LakeError(f"an upsert into {name!r} holds one client_item_id twice")
-        return self._rewrite_blocks(name, data, metadata)
+        return self._rewrite_blocks(name, data, metadata, fence)
 
-    def _rewrite_blocks(self, name: str, data: pa.Table, metadata) -> dict[str, int]:
+    def _rewrite_blocks(
+        self, name: str, data: pa.Table, metadata, fence: int | None = None
+    ) -> dict[str, int]:
         """Read the id blocks ``data`` touches, fold it in with Arrow, and write them back.
 
         A Delta merge of 5 rows into a million-row table took 170-300 ms
@@ -322,42 +313,46 @@ class Lake:
         commit) costs what the push is worth, not what the table is. The
         overwrite removes the blocks' old files, so a block that small
         pushes keep touching stays one file instead of collecting them. A
-        lost commit race re-reads the blocks and tries again.
+        lost commit race re-reads the blocks and tries again, unless fenced.
         """
         predicate = _blocks_predicate(data["id_block"])
 
         def fold(table: DeltaTable) -> tuple[pa.Table, dict[str, int]]:
             return upserted(self._read_blocks(name, table, predicate), data)
 
-        return self._overwrite_blocks(name, predicate, fold, metadata)
+        return self._overwrite_blocks(name, predicate, fold, metadata, fence)
 
-    def _overwrite_blocks(self, name: str, predicate: str, change, metadata) -> Any:
+    def _overwrite_blocks(
+        self, name: str, predicate: str, change, metadata, fence: int | None = None
+    ) -> Any:
         """Overwrite the id blocks ``predicate`` names with ``change(table)``'s rows, in one commit.
 
-        ``change`` returns the blocks' new rows and a result to hand back. A
-        lost commit race (another writer changed the table) reads the blocks
-        again and retries, with jittered backoff, ``MERGE_ATTEMPTS`` times.
+        ``change`` returns the blocks' new rows and a result to hand back.
+        Unfenced, a lost commit race (another writer changed the table)
+        reads the blocks again and retries (``_lost_races``); fenced, it
+        raises ``FenceMoved`` for the caller to derive its rows again.
         """
         from deltalake import write_deltalake
 
-        for attempt in _lost_races():
-            with attempt, self._changing(name):
-                table = self.table(name)
-                if table is None:
-                    raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
-                rows, result = change(table)
-                write_deltalake(
-                    table,
-                    rows,
-                    mode="overwrite",
-                    predicate=predicate,
-                    partition_by=PARTITIONS[name],
-                    storage_options=self.storage_options,
-                    writer_properties=_writer_properties(name),
-                    commit_properties=CommitProperties(custom_metadata=metadata or {}),
-                )
-                return result  # inside the attempt: a lost race never gets here
-        raise AssertionError("unreachable: the last lost race is raised")
+        def write() -> Any:
+            table = self.table(name)
+            if table is None:
+                raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
+            self._check_fence(name, table, fence)
+            rows, result = change(table)
+            write_deltalake(
+                table,
+                rows,
+                mode="overwrite",
+                predicate=predicate,
+                partition_by=PARTITIONS[name],
+                storage_options=self.storage_options,
+                writer_properties=_writer_properties(name),
+                commit_properties=_commit_properties(name, metadata, fence),
+            )
+            return result
+
+        return self._committed(name, write, fence)
 
     def _read_blocks(self, name: str, table: DeltaTable, predicate: str) -> pa.Table:
         """Every row stored in the given id blocks, with the table's schema."""
@@ -429,18 +424,23 @@ class Lake:
         if table is None:
             return {}
         done: dict[str, Any] = {}
-        with self._changing(name):
-            if compact:
-                metrics = table.optimize.compact(writer_properties=_writer_properties(name))
-                done["files_added"] = metrics.get("numFilesAdded", 0)
-                done["files_removed"] = metrics.get("numFilesRemoved", 0)
-            if vacuum:
-                removed = table.vacuum(
-                    retention_hours=retention_hours,
-                    dry_run=False,
-                    enforce_retention_duration=False,
+        if compact:  # a compaction that loses a race to a writer reads the table again
+
+            def compacted() -> dict[str, Any]:
+                return self.table(name).optimize.compact(  # type: ignore[union-attr]
+                    writer_properties=_writer_properties(name)
                 )
-                done["files_vacuumed"] = len(removed)
+
+            metrics = self._committed(name, compacted, None)
+            done["files_added"] = metrics.get("numFilesAdded", 0)
+            done["files_removed"] = metrics.get("numFilesRemoved", 0)
+        if vacuum:
+            removed = self.table(name).vacuum(  # type: ignore[union-attr]
+                retention_hours=retention_hours,
+                dry_run=False,
+                enforce_retention_duration=False,
+            )
+            done["files_vacuumed"] = len(removed)
         return done
 
     # --- reads --------------------------------------------------------------
@@ -602,9 +602,13 @@ class Lake:
         sql = f'SELECT 1 FROM "{name}" WHERE "{column}" = {quote(value)} LIMIT 1'
         return self.read(name, sql).num_rows > 0
 
-    def version(self, name: str) -> int | None:
-        """Current Delta version of a table, None before its first commit."""
-        table = self.table(name)
+    def version(self, name: str, *, refresh: bool = True) -> int | None:
+        """Current Delta version of a table, None before its first commit.
+
+        ``refresh=False``: the version this process last read or wrote,
+        without asking the store (right after a commit of its own).
+        """
+        table = self.table(name) if refresh or name not in self._tables else self._tables[name]
         return None if table is None else table.version()
 
     def blocks_scan(
@@ -801,6 +805,12 @@ def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: st
         )
 
 
+def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | None):
+    """A commit's metadata, and for a fenced commit the next fence number."""
+    fenced = [Transaction(FENCES[name], fence + 1)] if fence is not None else []
+    return CommitProperties(custom_metadata=metadata or {}, app_transactions=fenced)
+
+
 def _lost_races() -> Retrying:
     """Attempts at a commit that another writer may beat (``CommitFailedError``).
 
@@ -812,6 +822,23 @@ def _lost_races() -> Retrying:
         retry=retry_if_exception_type(CommitFailedError),
         stop=stop_after_attempt(MERGE_ATTEMPTS),
         wait=wait_random_exponential(multiplier=0.05, max=2.0),
+        reraise=True,
+    )
+
+
+def fence_races() -> Retrying:
+    """Attempts at work ending in a fenced commit: a writer another one beat derives again.
+
+    Each attempt reads the table afresh, derives what it commits (service
+    ids, the pushes still unclaimed) and commits it fenced; ``FenceMoved``
+    starts the next, after a jittered backoff (20 ms doubling, at most 1 s),
+    ``settings.FENCE_ATTEMPTS`` times in all.
+    """
+    return Retrying(
+        retry=retry_if_exception_type(FenceMoved),
+        stop=stop_after_attempt(settings.FENCE_ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.02, max=1.0),
+        before_sleep=before_sleep_log(_log, logging.INFO),  # counted by the benchmark
         reraise=True,
     )
 

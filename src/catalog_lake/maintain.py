@@ -71,8 +71,7 @@ def maintain(
     started, started_at = time.perf_counter(), catalog.clock()
     catalog.lake.ensure()
     since = last_maintenance(catalog)
-    with catalog.lake.writing():
-        repriced = reprice(catalog, since, started_at)
+    repriced = reprice(catalog, since, started_at)
     report: dict[str, Any] = {
         "since": since.isoformat() if since else None,
         "repriced": repriced,
@@ -80,15 +79,14 @@ def maintain(
         "tables": {},
     }
     for name in TABLES:
-        with catalog.lake.writing():
-            done = catalog.lake.tidy(
-                name, compact=compact, vacuum=vacuum, retention_hours=retention_hours
-            )
-            # A compaction is one large commit: checkpoint it so no one replays it.
-            if catalog.lake.checkpoint([name]):
-                done["checkpointed"] = True
-            if name == "items" and done.get("files_added"):
-                catalog.save_key_index()  # compaction rewrote every block's files
+        done = catalog.lake.tidy(
+            name, compact=compact, vacuum=vacuum, retention_hours=retention_hours
+        )
+        # A compaction is one large commit: checkpoint it so no one replays it.
+        if catalog.lake.checkpoint([name]):
+            done["checkpointed"] = True
+        if name == "items" and done.get("files_added"):
+            catalog.save_key_index()  # compaction rewrote every block's files
         if done:
             report["tables"][name] = done
     report["duration_s"] = round(time.perf_counter() - started, 3)

@@ -105,11 +105,10 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
             }
             | {c: pa_.array(frame[c], pa_.int64(), from_pandas=True) for c in columns}
         )
-        with catalog.lake.writing():
-            for table in ("items", "records"):
-                catalog.lake.update_matched(
-                    table, source, columns, {"catalog_lake.operation": "metrics"}
-                )
+        for table in ("items", "records"):
+            catalog.lake.update_matched(
+                table, source, columns, {"catalog_lake.operation": "metrics"}
+            )
         updated = len(frame)
     return {
         "file": str(path),

@@ -117,12 +117,33 @@ class StaleCheck(Exception):  # noqa: N818 - a signal to feeds, never seen by us
     """
 
 
-def plan_responses(
-    pushes: list[Push], checked: Checked, items: Batch
-) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
-    """Each push's failures (numbered within the push) and its push response."""
+def failures(pushes: list[Push], checked: Checked) -> list[list[dict[str, Any]]]:
+    """Each push's failed items, numbered within the push (what ``rejects`` receives)."""
+    offsets = _offsets(pushes)
+    client_list = [_str_or_none(c) for c in checked.client_ids.tolist()]
+    failed_by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
+    for index, errs in checked.checked.errors.items():
+        number = int(np.searchsorted(offsets, index, side="right")) - 1
+        within = index - int(offsets[number])
+        failed_by_push[number].append(
+            {"index": within, "client_item_id": client_list[index], "errors": errs}
+        )
+    return failed_by_push
+
+
+def _offsets(pushes: list[Push]) -> np.ndarray:
     sizes = [len(p.parsed.item_json) for p in pushes]
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype("int64")
+    return np.concatenate([[0], np.cumsum(sizes)]).astype("int64")
+
+
+def plan_responses(
+    pushes: list[Push],
+    checked: Checked,
+    items: Batch,
+    failed_by_push: list[list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Each push's response: its stored items with their service ids, and its failures."""
+    offsets = _offsets(pushes)
     passed = checked.checked.passed.to_numpy(dtype=bool)
     id_of = dict(
         zip(
@@ -132,13 +153,6 @@ def plan_responses(
         )
     )
     client_list = [_str_or_none(c) for c in checked.client_ids.tolist()]
-    failed_by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
-    for index, errs in checked.checked.errors.items():
-        number = int(np.searchsorted(offsets, index, side="right")) - 1
-        within = index - int(offsets[number])
-        failed_by_push[number].append(
-            {"index": within, "client_item_id": client_list[index], "errors": errs}
-        )
     responses = []
     for number, push in enumerate(pushes):
         lo, hi = int(offsets[number]), int(offsets[number + 1])
@@ -146,7 +160,7 @@ def plan_responses(
             (c, id_of[c]) for c, ok in zip(client_list[lo:hi], passed[lo:hi], strict=True) if ok
         ]
         responses.append(push_response(push.request_id, hi - lo, stored, failed_by_push[number]))
-    return failed_by_push, responses
+    return responses
 
 
 def raw_rows(
@@ -205,6 +219,25 @@ def reject_rows(pushes: list[Push], failed_by_push: list[list[dict[str, Any]]]) 
         for f in failed
     ]
     return pa.Table.from_pylist(rows, schema=REJECTS)
+
+
+def unfinished(
+    raw_requests: list[str],
+    raw_keys: list[str | None],
+    pushed_requests: set[str],
+    pushed_keys: set[str],
+) -> list[str]:
+    """Request ids in raw (in the order given) that still need ``repair``.
+
+    A push whose request id is in ``pushes`` finished. So did, in effect, one
+    that lost the race for its idempotency key to another push of the same
+    content (docs/design.md, "Writers"): that push answers for it.
+    """
+    return [
+        request_id
+        for request_id, key in zip(raw_requests, raw_keys, strict=True)
+        if request_id not in pushed_requests and (key is None or key not in pushed_keys)
+    ]
 
 
 def check_key(key: Any) -> None:

@@ -32,6 +32,10 @@ MAX_COUNT = 10**12
 #: an update follows the push, not the lake (README, "Table layout").
 ID_BLOCK_SIZE = 2_048
 
+#: Attempts at a fenced commit (ids, pushes) that keeps losing to other writers. With
+#: jittered backoff of up to a second each, 30 attempts outlast bursts of many writers.
+FENCE_ATTEMPTS = 30
+
 #: A time_to_ship at or under this many seconds earns the fast-shipping tag.
 FAST_SHIPPING_SECONDS = 24 * 3600
 

