@@ -44,30 +44,21 @@ def weed_binary() -> str:
 
 
 def _free_ports(count: int) -> list[int]:
-    """Ports free on loopback whose +10000 neighbours (weed's gRPC ports) are free too."""
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port < 55000 and port not in ports and _free(port + 10000):
-            ports.append(port)
-    return ports
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    """Distinct ports free on loopback (each weed service's HTTP and gRPC port is given)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for probe in sockets:
+            probe.bind(("127.0.0.1", 0))  # held open together: the kernel gives distinct ports
+        return [probe.getsockname()[1] for probe in sockets]
+    finally:
+        for probe in sockets:
+            probe.close()
 
 
 @contextmanager
 def seaweed(folder: Path, timeout: float = 60.0) -> Iterator[str]:
     """An S3 endpoint (``http://127.0.0.1:PORT``) served by SeaweedFS from ``folder``."""
-    master, volume, filer, s3 = _free_ports(4)
+    master, volume, filer, s3, *grpc = _free_ports(8)
     folder.mkdir(parents=True, exist_ok=True)
     log = (folder / "weed.log").open("wb")
     process = subprocess.Popen(  # noqa: S603 - our own binary, fixed arguments
@@ -78,11 +69,15 @@ def seaweed(folder: Path, timeout: float = 60.0) -> Iterator[str]:
             "-ip.bind=127.0.0.1",
             f"-dir={folder}",
             f"-master.port={master}",
+            f"-master.port.grpc={grpc[0]}",
             f"-volume.port={volume}",
+            f"-volume.port.grpc={grpc[1]}",
             f"-filer.port={filer}",
+            f"-filer.port.grpc={grpc[2]}",
             "-filer",
             "-s3",
             f"-s3.port={s3}",
+            f"-s3.port.grpc={grpc[3]}",
             "-s3.port.iceberg=0",  # no Iceberg or Lance catalogs: only S3
             "-s3.port.lance=0",
             "-master.telemetry=false",  # nothing leaves loopback

@@ -19,8 +19,8 @@ import pytest
 from catalog_lake import Catalog, check
 from tests.conftest import make_item
 
-WRITERS = 3
-ROUNDS = 6
+WRITERS = 4
+ROUNDS = 5
 
 
 def _writer(lake: str, writer: int, env: dict[str, str], start: float) -> list[dict]:

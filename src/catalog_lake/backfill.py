@@ -122,7 +122,7 @@ def backfill(
         before.append(found.to_pandas())
         after.append(records.select(COMPARED).to_pandas())
         if not dry_run and records.num_rows:
-            catalog.lake.upsert("records", records, {"catalog_lake.operation": "backfill"})
+            catalog.lake.upsert_fenced("records", records, {"catalog_lake.operation": "backfill"})
     _compare(before, after, report, examples)
     report["duration_s"] = round(time.perf_counter() - started, 3)
     return report

@@ -373,7 +373,7 @@ class Catalog:
             if len(items):
                 known = items.frame["known"].to_numpy(dtype=bool)
                 records = derive_records(items, None, self.synonyms)
-                self.lake.upsert("records", records.table(RECORDS), metadata, known=known)
+                self.lake.upsert_fenced("records", records.table(RECORDS), metadata, known)
             answers = plan_responses(pushes, checked, items, failed_by_push)
             return self._store_pushes(pushes, answers, sizes, fence, metadata)
         except (*LAKE_ERRORS, pa.ArrowException) as exc:

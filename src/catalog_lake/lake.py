@@ -50,9 +50,14 @@ from .schemas import ADDED_COLUMNS, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TA
 #: Attempts for an unfenced write that loses a commit race (a block rewrite) before giving up.
 MERGE_ATTEMPTS = 5
 #: The app transaction that fences each fenced table's commits (docs/design.md, "Writers"):
-#: ``items`` because its commits allocate service ids, ``pushes`` because its commits
-#: claim request ids and idempotency keys.
-FENCES = {"items": "catalog-lake:items", "pushes": "catalog-lake:pushes"}
+#: ``items`` because its commits allocate service ids, ``records`` because a new item's
+#: record is appended without reading its block, ``pushes`` because its commits claim
+#: request ids and idempotency keys.
+FENCES = {
+    "items": "catalog-lake:items",
+    "records": "catalog-lake:records",
+    "pushes": "catalog-lake:pushes",
+}
 #: Columns an upsert never changes on a row that already exists.
 KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
 #: The file in a local lake keeping the items table's keys by id block (see ``Lake.save_keys``).
@@ -300,6 +305,26 @@ class Lake:
             raise LakeError(f"an upsert into {name!r} holds one client_item_id twice")
         return self._rewrite_blocks(name, data, metadata, fence)
 
+    def upsert_fenced(
+        self, name: str, data: pa.Table, metadata: dict[str, str] | None = None, known: Any = None
+    ) -> dict[str, int]:
+        """``upsert`` at the table's current fence, retried until no other writer got between.
+
+        For rows whose ids are settled (records, after their items commit):
+        nothing but ``known`` was derived from an earlier read. A first
+        attempt appends rows ``known`` says are new; after a lost race every
+        attempt reads and folds their blocks, since the winner may have
+        stored the same items meanwhile.
+        """
+        for attempt in fence_races():
+            with attempt:
+                first = attempt.retry_state.attempt_number == 1
+                _, fence = self.fence(name)
+                return self.upsert(
+                    name, data, metadata, known=known if first else None, fence=fence
+                )
+        raise AssertionError("unreachable: the last lost race is raised")
+
     def _rewrite_blocks(
         self, name: str, data: pa.Table, metadata, fence: int | None = None
     ) -> dict[str, int]:
@@ -365,8 +390,11 @@ class Lake:
                     return schema.empty_table()
                 root = table.table_uri.removeprefix("file://").rstrip("/")
                 found = _blocks_dataset(paths, root).to_table()
-            else:
-                found = self.read(name, f'SELECT * FROM "{name}" WHERE {predicate}')
+            else:  # this snapshot, not a refreshed one: a fenced commit was checked at it
+                reader = QueryBuilder().register(name, table)
+                found = pa.RecordBatchReader.from_stream(
+                    reader.execute(f'SELECT * FROM "{name}" WHERE {predicate}')
+                ).read_all()
         except (DeltaError, OSError, pa.ArrowException) as exc:
             raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
         return _conform(found, schema)
@@ -806,9 +834,22 @@ def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: st
 
 
 def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | None):
-    """A commit's metadata, and for a fenced commit the next fence number."""
-    fenced = [Transaction(FENCES[name], fence + 1)] if fence is not None else []
-    return CommitProperties(custom_metadata=metadata or {}, app_transactions=fenced)
+    """A commit's metadata; a fenced commit also carries the next fence number.
+
+    A fenced commit must land at the version right after the snapshot its
+    fence was checked in, or not at all (``max_commit_retries=0``): it then
+    rests on one atomic step, the conditional put that creates the commit
+    file, rather than also on delta-rs's conflict checker noticing the
+    other writer's app transaction when it moves a commit to a later
+    version. A lost race costs one more attempt (``fence_races``).
+    """
+    if fence is None:
+        return CommitProperties(custom_metadata=metadata or {})
+    return CommitProperties(
+        custom_metadata=metadata or {},
+        app_transactions=[Transaction(FENCES[name], fence + 1)],
+        max_commit_retries=0,
+    )
 
 
 def _lost_races() -> Retrying:

@@ -55,7 +55,9 @@ def reprice(catalog: Catalog, since: datetime | None, now: datetime) -> int:
     for column in ("mrp", "sale_price", "discounted_price"):
         frame[column] = frame[column].map(lambda v: None if v is None else str(v))
     records = derive_records(Batch(frame, lists), now, catalog.synonyms)
-    catalog.lake.upsert("records", records.table(RECORDS), {"catalog_lake.operation": "reprice"})
+    catalog.lake.upsert_fenced(
+        "records", records.table(RECORDS), {"catalog_lake.operation": "reprice"}
+    )
     return rows.num_rows
 
 
