@@ -7,6 +7,14 @@ retries on lake I/O, logging, artifacts with stable keys, and schedules
 
 Run one locally with ``python flows/catalog_flows.py [SOURCE]`` (an ingest
 of SOURCE, default ``data/feeds``, into ``$CATALOG_LAKE_URI`` or ``./lake``).
+
+Flows take a lake URI, never its credentials: an ``s3://`` lake reads the
+standard ``AWS_*`` variables of the worker's environment (set them in the
+work pool's ``job_variables``, or load them from a Prefect Secret block
+there). Each flow holds the global concurrency limit ``catalog-lake:<lake>``
+while it writes, so deployments that share a lake run one at a time once
+that limit exists (``prefect gcl create``, README "Operations"); the
+fenced commits keep the lake correct either way.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 from prefect.cache_policies import NONE  # noqa: E402
+from prefect.concurrency.sync import concurrency  # noqa: E402
 from prefect.runtime import flow_run  # noqa: E402
 
 from catalog_lake import (  # noqa: E402
@@ -35,6 +44,7 @@ from catalog_lake import (  # noqa: E402
 from catalog_lake import backfill as backfill_lib  # noqa: E402
 from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
+from catalog_lake.settings import default_lake_uri  # noqa: E402
 from catalog_lake.summary import summary_markdown  # noqa: E402
 
 IO_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30]}
@@ -53,6 +63,16 @@ def _lake_failure(task, task_run, state) -> bool:
     return False
 
 
+def one_writer(lake: str | None):
+    """Hold the lake's global concurrency limit, ``catalog-lake:<lake URI>``, if it exists.
+
+    Without the limit (``strict=False``) flows run as they come and the
+    fenced commits alone keep the lake correct; with it, deployments that
+    write one lake never run at the same time.
+    """
+    return concurrency(f"catalog-lake:{lake or default_lake_uri()}", occupy=1, strict=False)
+
+
 # Tasks take the lake URI, never DataFrames or a Catalog, and never cache:
 # their inputs are cheap to pass and must not be hashed.
 
@@ -66,13 +86,14 @@ def ingest_task(
     force: bool,
     flow_run_id: str | None,
     group_items: int,
-    workers: int,
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
     """``feeds.ingest``, the CLI's own ingest; retried when the lake could not be written.
 
     A retry is a re-run: it repairs what the failed attempt left between
     commits, skips the files it recorded and the batches that landed (their
-    keys), and goes on with the rest.
+    keys), and goes on with the rest. ``dask_address``: the scheduler whose
+    workers check groups while this task writes.
     """
     logger = get_run_logger()
 
@@ -89,7 +110,46 @@ def ingest_task(
         flow_run_id=flow_run_id,
         progress=progress,
         group_items=group_items,
-        workers=workers,
+        dask_address=dask_address,
+    )
+
+
+@flow(name="ingest-on-dask", flow_run_name="ingest-on-dask-{source}")
+def ingest_on_dask(
+    lake: str | None,
+    source: str,
+    pattern: str,
+    batch_size: int,
+    force: bool,
+    flow_run_id: str | None,
+    group_items: int,
+) -> dict[str, Any]:
+    """The ingest task on this flow's Dask cluster, given by ``ingest`` with its task runner."""
+    from prefect.context import FlowRunContext
+
+    # The DaskTaskRunner starts (or connects to) its cluster on first use of its client.
+    address = FlowRunContext.get().task_runner.client.scheduler.address
+    return ingest_task(lake, source, pattern, batch_size, force, flow_run_id, group_items, address)
+
+
+def dask_runner(workers: int, address: str | None):
+    """A ``DaskTaskRunner``: a running scheduler at ``address``, else a ``LocalCluster``.
+
+    The local cluster has ``workers`` one-thread processes and lives as long
+    as the flow run. Its workers run plain functions (``feeds.check_files``),
+    never Prefect tasks, so they need no Prefect API of their own.
+    """
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(
+        cluster_class="distributed.LocalCluster",
+        cluster_kwargs={
+            "n_workers": max(1, workers),
+            "threads_per_worker": 1,
+            "dashboard_address": None,
+        },
     )
 
 
@@ -102,18 +162,29 @@ def ingest(
     lake: str | None = None,
     group_items: int = feeds.DEFAULT_GROUP_ITEMS,
     workers: int = 0,
+    dask_address: str | None = None,
     fail_on_bad_files: bool = True,
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
 
     The same ``feeds.ingest`` as ``catalog-lake ingest``, in a task that Prefect
-    retries when the lake could not be written. The summary is published as the
-    artifacts ``ingest-summary`` and ``ingest-files``. A run in which any file
-    failed ends ``Failed`` (``IngestError``) after storing everything else, so a
-    schedule alerts; ``fail_on_bad_files=False`` lets it end ``Completed``.
+    retries when the lake could not be written. With ``workers`` > 0 (a Dask
+    ``LocalCluster`` for the run) or ``dask_address`` (a running scheduler),
+    it runs in the subflow ``ingest-on-dask`` on prefect-dask's
+    ``DaskTaskRunner``, whose workers check groups while the task writes.
+    The summary is published as the artifacts ``ingest-summary`` and
+    ``ingest-files``. A run in which any file failed ends ``Failed``
+    (``IngestError``) after storing everything else, so a schedule alerts;
+    ``fail_on_bad_files=False`` lets it end ``Completed``.
     """
     run_id = str(flow_run.id) if flow_run.id else None
-    summary = ingest_task(lake, source, pattern, batch_size, force, run_id, group_items, workers)
+    arguments = (lake, source, pattern, batch_size, force, run_id, group_items)
+    with one_writer(lake):
+        if workers > 0 or dask_address:
+            runner = dask_runner(workers, dask_address)
+            summary = ingest_on_dask.with_options(task_runner=runner)(*arguments)
+        else:
+            summary = ingest_task(*arguments)
     create_markdown_artifact(
         key="ingest-summary", markdown=summary_markdown(summary), description="Ingest run summary"
     )
@@ -167,7 +238,8 @@ def backfill(
     lake: str | None = None,
 ) -> dict[str, Any]:
     """Re-derive items and records from raw; a dry run (the default) writes nothing."""
-    report = backfill_task(lake, since, until, request_ids, dry_run)
+    with one_writer(lake):
+        report = backfill_task(lake, since, until, request_ids, dry_run)
     create_markdown_artifact(key="backfill-report", markdown=_report_markdown("Backfill", report))
     return report
 
@@ -181,7 +253,8 @@ def metrics_task(lake: str | None, path: str) -> dict[str, Any]:
 @flow(name="metrics", flow_run_name="metrics-{path}", log_prints=True)
 def metrics(path: str, lake: str | None = None) -> dict[str, Any]:
     """Load business metrics (likes, sales) for known items; report unknown ids."""
-    report = metrics_task(lake, path)
+    with one_writer(lake):
+        report = metrics_task(lake, path)
     create_markdown_artifact(key="metrics-report", markdown=_report_markdown("Metrics", report))
     return report
 
@@ -197,7 +270,8 @@ def maintain(
     retention_hours: int = maintain_lib.DEFAULT_RETENTION_HOURS, lake: str | None = None
 ) -> dict[str, Any]:
     """Nightly upkeep: discount windows, compaction, vacuum."""
-    report = maintain_task(lake, retention_hours)
+    with one_writer(lake):
+        report = maintain_task(lake, retention_hours)
     create_markdown_artifact(key="maintain-report", markdown=_report_markdown("Maintain", report))
     return report
 

@@ -1,4 +1,8 @@
-"""Groups checked in worker processes are stored and answered exactly as in one process."""
+"""Groups checked on Dask workers are stored and answered exactly as in one process.
+
+Real ``distributed.LocalCluster``s: one started by ``ingest(workers=N)`` for
+the run, or one already running, given by its scheduler's address.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from catalog_lake import Catalog, PushRequest, check, feeds
+from catalog_lake import Catalog, PushRequest, check
 from catalog_lake.feeds import check_files, discover, ingest, read_items
 from tests.conftest import make_item
 from tests.test_groups import Ticking
@@ -116,22 +120,25 @@ def test_a_worker_hands_back_what_was_received_not_the_decoded_items(source):
     )
 
 
-def test_the_writing_process_checks_groups_too_and_writes_them_in_feed_order(
-    tmp_path, clock, source, monkeypatch
+def test_a_running_dask_cluster_is_used_by_its_address_and_groups_land_in_feed_order(
+    tmp_path, clock, source
 ):
-    here = []
-    check_here = feeds._checked_here
+    from distributed import LocalCluster
 
-    def counted(catalog, chunk, batch_size):
-        here.append([feed.path for feed in chunk])
-        return check_here(catalog, chunk, batch_size)
+    alone, expected = _run(tmp_path, clock, source, "alone", workers=0)
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+        catalog = Catalog(tmp_path / "lake", clock=Ticking(clock))
+        summary = ingest(
+            catalog,
+            source,
+            batch_size=2,
+            group_items=ONE_FILE_PER_GROUP,
+            dask_address=cluster.scheduler_address,
+        )
+        assert cluster.scheduler.tasks == {}  # every group's result was taken and released
 
-    monkeypatch.setattr(feeds, "_checked_here", counted)
-    catalog, summary = _run(tmp_path, clock, source, "lake", workers=1)
-
+    assert _without_request_ids(summary) == _without_request_ids(expected)
     paths = sorted(f.path for f in discover(source)[0])
-    # The first group is checked here while the worker starts.
-    assert here[0] == [paths[0]]
     assert summary["files"]["ingested"] == [p for p in paths if p != "zz_broken.json"]
     # The later file's update of an earlier item won.
     records = catalog.records().set_index("client_item_id")

@@ -25,7 +25,6 @@ from .push import (
     Derived,
     Push,
     PushRequest,
-    StaleCheck,
     check_group,
     check_key,
     failures,
@@ -145,9 +144,6 @@ class Catalog:
         Raises:
             PushError: one payload is unusable (nothing is written; the message
                 names it), or the lake cannot be written.
-            StaleCheck: ``checked`` was given but some of the requests had
-                already landed under their idempotency keys, so it no longer
-                matches what must be written; nothing is written.
         """
         started = time.perf_counter()
         pushes = []
@@ -295,10 +291,12 @@ class Catalog:
                 first_with_key[key] = number
                 todo.append(number)
         if checked is not None and len(todo) != len(pushes):
-            raise StaleCheck(
-                f"{len(pushes) - len(todo)} of {len(pushes)} pushes had already landed; "
-                "check the remaining ones again"
-            )
+            # Checked ahead for all of them, but some had landed (a resumed ingest):
+            # which item of the group wins changes, so the rest is checked again.
+            checked = None
+            for number in todo:
+                if pushes[number].parsed.cells is None:
+                    pushes[number] = pushes[number].reparsed()
         written = self._write([pushes[n] for n in todo], fence, checked) if todo else []
         for number, response in zip(todo, written, strict=True):
             responses[number] = response

@@ -94,9 +94,36 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: ``--storage-option`` values given before the command, for every lake it opens.
+_STORAGE_OPTIONS: dict[str, str] = {}
+
+
+@app.callback()
+def _options(
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--storage-option",
+            metavar="KEY=VALUE",
+            help="An object-store setting for the lake, repeatable (e.g. "
+            "AWS_ENDPOINT_URL=http://127.0.0.1:8333); the standard AWS_* variables "
+            "are read too. Never printed.",
+        ),
+    ] = None,
+) -> None:
+    """Push product feeds into a Delta lake of flat search records, and read them back."""
+    _STORAGE_OPTIONS.clear()
+    for given in storage_option or []:
+        key, sep, value = given.partition("=")
+        if not sep or not key.strip():
+            # The text is not shown: it may be a secret typed without its key.
+            raise fail("--storage-option takes KEY=VALUE; one was given without '='")
+        _STORAGE_OPTIONS[key.strip()] = value
+
+
 def _catalog(lake: str | None) -> Catalog:
     try:
-        return Catalog(lake)
+        return Catalog(lake, storage_options=dict(_STORAGE_OPTIONS) or None)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
 
@@ -298,9 +325,17 @@ def ingest(
         int,
         typer.Option(
             min=0,
-            help="Worker processes that parse and validate groups alongside this one (0: none).",
+            help="Start a Dask LocalCluster of N one-thread workers that parse and validate "
+            "groups while this process writes (0: none).",
         ),
     ] = 0,
+    dask_address: Annotated[
+        str | None,
+        typer.Option(
+            help="A running Dask scheduler (tcp://host:8786) whose workers check groups.",
+            envvar="CATALOG_LAKE_DASK_ADDRESS",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
@@ -319,6 +354,7 @@ def ingest(
                 progress=progress,
                 group_items=group_items,
                 workers=workers,
+                dask_address=dask_address,
             )
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None

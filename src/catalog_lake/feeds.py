@@ -15,14 +15,12 @@ import hashlib
 import io
 import json
 import logging
-import multiprocessing
 import sys
 import time
 import uuid
 import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +42,7 @@ from .parse import (
     parse_push,
     product_items,
 )
-from .push import Checked, PushRequest, StaleCheck, check_group
+from .push import Checked, PushRequest, ShippedCheck, check_group
 from .schemas import FILES, RUNS
 from .summary import FAILED_ITEMS_KEY, SKIP_UNCHANGED, failure_codes, run_summary
 
@@ -398,6 +396,8 @@ def ingest_files(
     group_items: int = DEFAULT_GROUP_ITEMS,
     detail_items: int = DETAIL_ITEMS,
     workers: int = 0,
+    dask_address: str | None = None,
+    client: Any = None,
 ) -> list[FileResult]:
     """Push feed files in batches; never raises for a bad file, it reports it.
 
@@ -409,12 +409,13 @@ def ingest_files(
     and each group is written before the next is read, so memory follows
     ``group_items``, not the feed.
 
-    With ``workers`` > 0, that many spawned processes parse, validate and
-    type groups (``check_files``) while this one writes them in feed order,
-    and this one checks groups too whenever the next to write is not ready
-    (``_ingest_with_workers``); groups are then cut by file size, about
-    ``group_items`` items of ``ITEM_BYTES`` each. The result is the same as
-    in process; a group a worker could not finish is redone in process.
+    With Dask (``workers`` > 0 for a ``LocalCluster`` of that many one-thread
+    workers, ``dask_address`` for a running scheduler, or a ``client``
+    already connected), the workers parse, validate and type groups
+    (``check_files``) while this process, the one committer, writes them in
+    feed order (``_ingest_on_dask``); groups are then cut by file size,
+    about ``group_items`` items of ``ITEM_BYTES`` each. The result is the
+    same as in process; a group a worker could not finish is redone here.
 
     A lake failure marks every file of its group ``error`` (their batches are
     upserts under idempotency keys, so trying again stores each item once
@@ -427,10 +428,11 @@ def ingest_files(
     """
     writer = _GroupWriter(catalog, flow_run_id, progress, detail_items)
     chunks = []
-    if workers > 0 and len(files) > 1:
+    if (workers > 0 or dask_address or client is not None) and len(files) > 1:
         chunks = file_groups(files, max_bytes=max(1, group_items) * ITEM_BYTES)
     if len(chunks) > 1:
-        _ingest_with_workers(writer, chunks, batch_size, workers)
+        with dask_client(workers, dask_address, client) as dask:
+            _ingest_on_dask(writer, chunks, batch_size, dask)
     else:
         queue = deque(files)
         while queue:
@@ -487,7 +489,7 @@ class _GroupWriter:
     def write(
         self, group: list[tuple[FileResult, list[PushRequest]]], checked: Checked | None = None
     ) -> None:
-        """Push a group's requests with one ``push_many`` (``StaleCheck`` passes through)."""
+        """Push a group's requests with one ``push_many``."""
         if not group:
             return
         requests = [request for _, file_requests in group for request in file_requests]
@@ -562,14 +564,14 @@ class CheckedFiles:
 
     pushes: list[int | str]  # per file: its number of pushes, or why it is invalid
     requests: list[PushRequest]  # payloads are ``ParsedPush.received_only()``
-    checked: Checked | None
+    checked: ShippedCheck | None
 
 
 def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
     """Read, parse, validate and type some feed files: a group's work that needs no lake.
 
-    Runs in a worker process (``ingest_files(workers=...)``); what it returns
-    is what the writing process needs, without the decoded items.
+    Runs on a Dask worker (``ingest_files``); what it returns is what the
+    committer needs, without the decoded items, its rows in Arrow.
     """
     pushes: list[int | str] = []
     requests: list[PushRequest] = []
@@ -587,93 +589,80 @@ def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
             parsed = combine([request.payload for request in requests])
             sizes = [len(request.payload.item_json) for request in requests]
             groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
-            checked = check_group(parsed, groups)
+            checked = ShippedCheck.of(check_group(parsed, groups))
     received = [
         PushRequest(r.payload.received_only(), r.source, r.idempotency_key) for r in requests
     ]
     return CheckedFiles(pushes, received, checked)
 
 
-def _ingest_with_workers(
-    writer: _GroupWriter, chunks: list[list[FeedFile]], batch_size: int, workers: int
-) -> list[FileResult]:
-    """Check groups in spawned workers and in this process, and write them in order.
+@contextmanager
+def dask_client(workers: int = 0, address: str | None = None, client: Any = None):
+    """A Dask client for one run: the one given, one to ``address``, or a ``LocalCluster``.
 
-    Groups are written in feed order (a later file's update must win), but
-    checked wherever a core is free. The first group is checked here while
-    the workers start (a spawn imports the whole stack, about a second);
-    after that, whenever the next group to write is still in a worker, this
-    process checks the next unstarted group itself instead of waiting. At
-    most ``workers`` such groups wait here, checked, so memory stays bounded.
-
-    Spawned, not forked: deltalake must not run in a forked child. A group
-    whose worker failed (or whose pushes partly landed before, so its check
-    no longer applies) is checked again in process.
+    The local cluster has ``workers`` processes of one thread each (the
+    work is Python and Arrow, bound by the GIL) and is closed with the run.
+    Workers only parse, validate and type; they never open the lake.
     """
-    catalog = writer.catalog
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        upcoming = deque(chunks)
-        # In write order: [chunk, a worker's future, or its check done here, or
-        # None when the pool broke and it is to be done in process].
-        queued: deque[list[Any]] = deque()
+    if client is not None:
+        yield client
+        return
+    from distributed import Client, LocalCluster
 
-        def submit() -> None:
-            # One group queued behind each worker's current one: a worker
-            # never idles until this process takes its result.
-            while upcoming and sum(isinstance(job, Future) for _, job in queued) < 2 * workers:
-                chunk = upcoming.popleft()
-                try:
-                    queued.append([chunk, pool.submit(check_files, chunk, batch_size)])
-                except Exception:  # noqa: BLE001 - a broken pool: the group is done in process
-                    queued.append([chunk, None])
-
-        def waiting_here() -> int:
-            return sum(not isinstance(job, Future) for _, job in queued)
-
-        queued.append([upcoming.popleft(), None])
-        submit()  # the workers start while the first group is checked here
-        queued[0][1] = _checked_here(catalog, queued[0][0], batch_size)
-        while queued:
-            chunk, job = queued[0]
-            if isinstance(job, Future) and not job.done() and upcoming:
-                if waiting_here() < workers:
-                    chunk = upcoming.popleft()
-                    queued.append([chunk, _checked_here(catalog, chunk, batch_size)])
-                    continue
-            queued.popleft()
-            outcome = job
-            if isinstance(job, Future):
-                try:
-                    outcome = job.result()
-                except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
-                    outcome = None
-            submit()
-            with collector_paused(collect=True):
-                if outcome is None:
-                    _write_in_process(writer, chunk, batch_size)
-                else:
-                    _write_checked(writer, chunk, outcome, batch_size)
-    return writer.results
+    if address:
+        with Client(address) as connected:
+            yield connected
+        return
+    with (
+        LocalCluster(
+            n_workers=max(1, workers),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as local,
+    ):
+        yield local
 
 
-def _checked_here(catalog: Catalog, chunk: list[FeedFile], batch_size: int) -> CheckedFiles | None:
-    """``check_files`` in this process.
-
-    None if it failed: the group is then read and written in process
-    (``_write_in_process``), where a push-level failure is reported as it
-    would be without workers instead of ending the run.
-    """
-    try:
-        return check_files(chunk, batch_size)
-    except Exception:  # noqa: BLE001 - redone, and reported, by the in-process write
-        return None
-
-
-def _write_checked(
-    writer: _GroupWriter, chunk: list[FeedFile], outcome: CheckedFiles, batch_size: int
+def _ingest_on_dask(
+    writer: _GroupWriter, chunks: list[list[FeedFile]], batch_size: int, client: Any
 ) -> None:
-    """Write a group checked by ``check_files``; redone in process if its check went stale."""
+    """Check groups on the Dask workers and write them here, in feed order.
+
+    Groups are written in feed order (a later file's update must win), so
+    results are taken in submission order. Two groups per worker are in
+    flight at a time: no worker idles while this process writes, and
+    results never pile up faster than they are written. A group whose
+    worker failed is read, checked and written here instead.
+    """
+    ahead = 2 * max(1, len(client.scheduler_info().get("workers", {})))
+    upcoming = iter(chunks)
+    in_flight: deque[tuple[list[FeedFile], Any]] = deque()
+
+    def submit() -> None:
+        while len(in_flight) < ahead and (chunk := next(upcoming, None)) is not None:
+            in_flight.append((chunk, client.submit(check_files, chunk, batch_size, pure=False)))
+
+    submit()
+    while in_flight:
+        chunk, future = in_flight.popleft()
+        try:
+            outcome = future.result()
+        except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
+            outcome = None
+        finally:
+            future.release()
+        submit()
+        with collector_paused(collect=True):
+            if outcome is None:
+                _write_in_process(writer, chunk, batch_size)
+            else:
+                _write_checked(writer, chunk, outcome)
+
+
+def _write_checked(writer: _GroupWriter, chunk: list[FeedFile], outcome: CheckedFiles) -> None:
+    """Write a group checked by ``check_files`` on a worker."""
     group, position = [], 0
     for feed, pushes in zip(chunk, outcome.pushes, strict=True):
         if isinstance(pushes, str):
@@ -682,12 +671,7 @@ def _write_checked(
         requests = outcome.requests[position : position + pushes]
         group.append((writer.ingested(feed), requests))
         position += pushes
-    try:
-        writer.write(group, outcome.checked)
-    except StaleCheck:
-        for result, _ in group:
-            writer.results.remove(result)
-        _write_in_process(writer, [result.feed for result, _ in group], batch_size)
+    writer.write(group, outcome.checked.unpacked() if outcome.checked is not None else None)
 
 
 def _write_in_process(writer: _GroupWriter, chunk: list[FeedFile], batch_size: int) -> None:
@@ -779,13 +763,18 @@ def ingest(
     group_items: int = DEFAULT_GROUP_ITEMS,
     detail_items: int = DETAIL_ITEMS,
     workers: int = 0,
+    dask_address: str | None = None,
+    client: Any = None,
 ) -> dict[str, Any]:
     """Ingest every new or changed feed file under ``source``; return the run summary.
 
-    ``batch_size`` is the items per push, ``group_items`` the items of
-    consecutive pushes written with one commit per table, ``detail_items``
-    the items the summary lists one by one, ``workers`` the processes that
-    check groups ahead of the writer (``ingest_files``).
+    The one ingest behind the CLI and the flows. ``batch_size`` is the items
+    per push, ``group_items`` the items of consecutive pushes written with
+    one commit per table, ``detail_items`` the items the summary lists one
+    by one. ``workers`` starts a Dask ``LocalCluster`` of that many workers
+    for the run, ``dask_address`` uses a running scheduler, and ``client``
+    an open Dask client (a flow's ``DaskTaskRunner``): its workers check
+    groups while this process writes them (``ingest_files``).
     """
     started, started_at = time.perf_counter(), catalog.clock()
     catalog.lake.ensure()
@@ -811,6 +800,8 @@ def ingest(
         group_items,
         detail_items,
         workers,
+        dask_address,
+        client,
     )
     _recorded(lambda: record_files(catalog, plan_, results, flow_run_id), "the files it read")
     summary = run_summary(

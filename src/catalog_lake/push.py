@@ -7,6 +7,7 @@ responses out.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,9 +19,10 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 
+from .cells import Cells
 from .errors import PushError
 from .items import typed_items
-from .parse import ParsedPush
+from .parse import ParsedPush, parse_push, payload_from_raw
 from .records import Batch
 from .schemas import RAW, REJECTS
 from .summary import push_response
@@ -45,6 +47,11 @@ class Push:
     def digest(self) -> str:
         """SHA-256 of the items as received (what an idempotency key is bound to)."""
         return self.parsed.digest()
+
+    def reparsed(self) -> Push:
+        """This push with its cells laid out again from its raw texts (checked elsewhere)."""
+        parsed = parse_push(payload_from_raw(self.parsed.item_json))
+        return dataclasses.replace(self, parsed=parsed)
 
 
 @dataclass(frozen=True)
@@ -109,12 +116,49 @@ def check_group(parsed: ParsedPush, groups: pd.Series) -> Checked:
     return Checked(checked, client_ids, keep, typed)
 
 
-class StaleCheck(Exception):  # noqa: N818 - a signal to feeds, never seen by users
-    """``push_many(checked=...)`` cannot use its check; the caller must check again.
+@dataclass
+class ShippedCheck:
+    """A ``Checked`` in Arrow, as it travels from a Dask worker to the committer.
 
-    Not a ``CatalogLakeError``: ``feeds`` catches it and re-runs the group in
-    process, so it never reaches a user.
+    Only columns cross: the typed rows as one Arrow table (plus their list
+    columns), client ids and the keep mask as arrays, and the errors, which
+    are few. The cells were dropped after typing (``check_group``).
     """
+
+    typed: pa.Table
+    lists: dict[str, pa.Array]
+    client_ids: pa.Array
+    keep: pa.Array
+    errors: dict[int, list[dict[str, Any]]]
+    size: int
+
+    @classmethod
+    def of(cls, checked: Checked) -> ShippedCheck:
+        """Pack a check for the trip."""
+        return cls(
+            pa.Table.from_pandas(checked.typed.frame, preserve_index=False),
+            checked.typed.lists,
+            pa.array(checked.client_ids.to_numpy(dtype=object), pa.string()),
+            pa.array(checked.keep.to_numpy(dtype=bool)),
+            checked.checked.errors,
+            checked.checked.size,
+        )
+
+    def unpacked(self) -> Checked:
+        """The check as ``Catalog.push_many`` takes it."""
+        frame = self.typed.to_pandas(types_mapper=_nullable_ints)
+        return Checked(
+            Validation(
+                frame=Cells(pl.DataFrame(), pl.DataFrame()), errors=self.errors, size=self.size
+            ),
+            pd.Series(self.client_ids.to_numpy(zero_copy_only=False), dtype=object),
+            pd.Series(self.keep.to_numpy(zero_copy_only=False), dtype=bool),
+            Batch(frame, self.lists),
+        )
+
+
+def _nullable_ints(kind: pa.DataType) -> Any:
+    return pd.Int64Dtype() if pa.types.is_integer(kind) else None
 
 
 def failures(pushes: list[Push], checked: Checked) -> list[list[dict[str, Any]]]:

@@ -70,3 +70,35 @@ def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefec
         "failed before and unchanged (fix it, or use --force)": 1,
     }
     assert len(Catalog(lake).pushes()) == 13
+
+
+def test_the_ingest_flow_runs_on_a_dask_cluster_and_stores_what_one_process_stores(
+    prefect_server, tmp_path
+):
+    """``workers=2``: a DaskTaskRunner's LocalCluster (two one-thread workers) checks groups.
+
+    The session's one Prefect server serves the flow and its subflow; the Dask
+    workers run plain functions and never talk to Prefect.
+    """
+    from flows.catalog_flows import ingest
+
+    source = tmp_path / "feeds"
+    shutil.copytree(FEEDS, source)
+    alone = ingest(source=str(source), lake=str(tmp_path / "alone"), batch_size=2, group_items=1)
+    state = ingest(
+        source=str(source),
+        lake=str(tmp_path / "dask"),
+        batch_size=2,
+        group_items=1,  # one file per group: every file is checked on a worker
+        workers=2,
+        return_state=True,
+    )
+
+    assert state.is_completed()
+    summary = state.result()
+    assert summary["totals"] == alone["totals"]
+    assert summary["files"]["ingested"] == alone["files"]["ingested"]
+    by_id = ["object_id", "client_item_id", "price", "on_sale", "tags"]
+    got = Catalog(str(tmp_path / "dask")).records()[by_id]
+    expected = Catalog(str(tmp_path / "alone")).records()[by_id]
+    assert got.astype(str).values.tolist() == expected.astype(str).values.tolist()
