@@ -77,6 +77,8 @@ class FeedFile:
     #: How many times the lake already ingested this path with these bytes: a
     #: forced re-ingest is a new delivery, a resumed run the same one.
     delivery: int = 0
+    #: Object-store settings for a remote source; never shown or recorded.
+    storage_options: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     def batch_key(self, batch_size: int, number: int) -> str:
         """The idempotency key of one batch of this delivery of this file.
@@ -92,8 +94,46 @@ class FeedFile:
 
     @property
     def absolute(self) -> Path:
-        """Where the file is on disk."""
+        """Where the file is on disk (a local source)."""
         return Path(self.source) / self.path
+
+    def open(self) -> BinaryIO:
+        """The file's bytes as a stream, from a folder or an object store."""
+        if not is_remote(self.source):
+            return self.absolute.open("rb")
+        store, root = object_store(self.source, self.storage_options)
+        return store.open_input_stream(f"{root}/{self.path}")  # type: ignore[return-value]
+
+
+def is_remote(source: str | Path) -> bool:
+    """Whether a feed source is an object-store URI (``s3://bucket/prefix``)."""
+    return "://" in str(source) and not str(source).startswith("file://")
+
+
+def object_store(uri: str, storage_options: dict[str, str] | None = None):
+    """A pyarrow filesystem and the path in it for an object-store URI.
+
+    The standard ``AWS_*`` variables configure it, as they do the lake;
+    ``storage_options`` (the CLI's ``--storage-option``) take precedence.
+    """
+    import pyarrow.fs as pafs
+
+    options = {k.upper(): v for k, v in (storage_options or {}).items()}
+    if not uri.startswith("s3://") or not options:
+        try:
+            return pafs.FileSystem.from_uri(uri)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise CatalogLakeError(f"cannot open the feed source {uri}: {exc}") from None
+    endpoint = options.get("AWS_ENDPOINT_URL") or options.get("AWS_ENDPOINT")
+    store = pafs.S3FileSystem(
+        access_key=options.get("AWS_ACCESS_KEY_ID"),
+        secret_key=options.get("AWS_SECRET_ACCESS_KEY"),
+        session_token=options.get("AWS_SESSION_TOKEN"),
+        region=options.get("AWS_REGION") or options.get("AWS_DEFAULT_REGION"),
+        endpoint_override=endpoint.split("://", 1)[-1] if endpoint else None,
+        scheme=endpoint.split("://", 1)[0] if endpoint and "://" in endpoint else "https",
+    )
+    return store, uri.removeprefix("s3://").rstrip("/")
 
 
 @dataclass
@@ -138,15 +178,20 @@ SKIP_SPECIAL = "not a regular file (a FIFO, socket or device)"
 
 
 def discover(
-    source: str | Path, pattern: str = DEFAULT_PATTERN
+    source: str | Path,
+    pattern: str = DEFAULT_PATTERN,
+    storage_options: dict[str, str] | None = None,
 ) -> tuple[list[FeedFile], list[FileResult], dict[str, str]]:
     """Feed files under ``source`` matching ``pattern``, the matches refused, and those passed over.
 
     A match whose real location is outside the source folder (through ``..``
     in the pattern or a symlink) is refused, never read. A match that is not a
     regular file (a folder named ``x.json``, a FIFO) is passed over with its
-    reason: reading a FIFO would block the run.
+    reason: reading a FIFO would block the run. An object-store prefix
+    (``s3://bucket/feeds``) is listed as a folder is (``_discover_remote``).
     """
+    if is_remote(source):
+        return _discover_remote(str(source), pattern, storage_options), [], {}
     root = Path(source).expanduser().resolve()
     if root.is_file():
         candidates, root = [root], root.parent
@@ -179,6 +224,37 @@ def discover(
     return found, refused, passed_over
 
 
+def _discover_remote(
+    uri: str, pattern: str, storage_options: dict[str, str] | None
+) -> list[FeedFile]:
+    """Feed files under an object-store prefix, tracked by path and checksum as local ones are."""
+    import fnmatch
+
+    import pyarrow.fs as pafs
+
+    store, root = object_store(uri, storage_options)
+    try:
+        listed = store.get_file_info(pafs.FileSelector(root, recursive=True))
+    except (OSError, pa.ArrowException) as exc:
+        raise CatalogLakeError(f"cannot list the feed source {uri}: {exc}") from None
+    wanted = pattern.removeprefix("**/")
+    found = []
+    for info in sorted(listed, key=lambda i: i.path):
+        relative = info.path.removeprefix(root).lstrip("/")
+        if info.type != pafs.FileType.File or not _is_feed(info.base_name):
+            continue
+        if pattern not in ("**/*", "*", "**") and not (
+            fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative, wanted)
+        ):
+            continue
+        with store.open_input_stream(info.path) as handle:
+            checksum = hashlib.file_digest(handle, "sha256").hexdigest()  # type: ignore[arg-type]
+        found.append(
+            FeedFile(uri.rstrip("/"), relative, checksum, info.size or 0, 0, storage_options)
+        )
+    return found
+
+
 def _sha256(path: Path) -> str:
     """A file's SHA-256, read in blocks: a feed file is never held whole just to be hashed."""
     with path.open("rb") as handle:
@@ -199,10 +275,15 @@ def plan(
     same checksum as ``ingested`` or ``invalid`` (a parse failure that would
     only repeat). Files that failed on a lake error are tried again.
     """
-    feeds, refused, passed_over = discover(source, pattern)
-    root = str(Path(source).expanduser().resolve())
-    if Path(root).is_file():
-        root = str(Path(root).parent)
+    feeds, refused, passed_over = discover(
+        source, pattern, catalog.lake.storage_options if is_remote(source) else None
+    )
+    if is_remote(source):
+        root = str(source).rstrip("/")
+    else:
+        root = str(Path(source).expanduser().resolve())
+        if Path(root).is_file():
+            root = str(Path(root).parent)
     seen = _seen(catalog, root)
     to_ingest, skipped, reasons = [], [], {}
     for feed in feeds:
@@ -243,7 +324,7 @@ def read_items(feed: FeedFile) -> list[dict[str, Any]]:
 
 def _read_feed(feed: FeedFile) -> tuple[list[dict[str, Any]], set[str]]:
     """The file's items, and what its decoder noted (``parse.decode_payload``)."""
-    with feed.absolute.open("rb") as handle:
+    with feed.open() as handle:
         data = read_bounded(handle, gzipped=feed.path.lower().endswith(".gz"))
     return feed_items(data, feed.path, bounded=False)
 
