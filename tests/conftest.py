@@ -93,17 +93,21 @@ def catalog(tmp_path: Path, clock: Clock) -> Catalog:
     return Catalog(tmp_path / "lake", clock=clock)
 
 
+#: The one bucket of the session's S3 server: SeaweedFS gives each bucket volumes of its own,
+#: so a bucket per test runs out of them; each test takes a prefix instead.
+BUCKET = "catalog-lake-tests"
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory) -> str:
     """A SeaweedFS S3 server on 127.0.0.1 for the session; AWS_* point at it."""
     with seaweed(tmp_path_factory.mktemp("seaweed")) as endpoint:
         os.environ.update(aws_env(endpoint))
+        make_bucket(endpoint, BUCKET)
         yield endpoint
 
 
 @pytest.fixture
 def s3_lake(s3_endpoint) -> str:
-    """A fresh ``s3://`` lake URI in a bucket of its own."""
-    bucket = f"lake-{uuid.uuid4().hex[:12]}"
-    make_bucket(s3_endpoint, bucket)
-    return f"s3://{bucket}/lake"
+    """A fresh ``s3://`` lake URI under a prefix of its own."""
+    return f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/lake"

@@ -38,7 +38,7 @@ def _upload(endpoint: str, bucket_prefix: str) -> None:
 
 
 def test_the_cli_ingests_an_s3_prefix_into_an_s3_lake_and_reads_it_back(s3_lake, s3_endpoint):
-    bucket = s3_lake.removeprefix("s3://").split("/")[0]
+    bucket = s3_lake.removeprefix("s3://").removesuffix("/lake")  # bucket/prefix
     _upload(s3_endpoint, f"{bucket}/incoming")
     secret = os.environ["AWS_SECRET_ACCESS_KEY"]
     runner = CliRunner()
@@ -79,7 +79,7 @@ def test_the_cli_ingests_an_s3_prefix_into_an_s3_lake_and_reads_it_back(s3_lake,
     catalog = Catalog(s3_lake)
     assert check(catalog)["ok"]
     for name in ("raw", "pushes", "files", "runs"):
-        assert secret not in catalog.lake.read(name).to_pandas().to_json()
+        assert secret not in catalog.lake.read(name).to_pandas().to_json(date_format="iso")
     assert set(catalog.lake.read("files").to_pandas()["source"]) == {f"s3://{bucket}/incoming"}
 
 

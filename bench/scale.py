@@ -1,0 +1,171 @@
+"""``python -m bench.scale``: the object-store and many-writer figures of docs/scaling.md.
+
+Starts a SeaweedFS S3 server on 127.0.0.1 (the tests' own, ``tests/servers.py``;
+dev extras), then measures in one run, each figure beside its baseline:
+
+- an ingest into an S3 lake against the same ingest into a local folder;
+- 10-item pushes into the S3 lake that ingest made: p50 and p95;
+- N concurrent writers (separate processes) pushing 10-item batches into one
+  lake, local and S3: commits per second and fenced commits retried.
+
+Every AWS client stays on loopback (``tests.servers.SAFE_AWS_ENV``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tests.servers import apply_safe_env, aws_env, make_bucket, seaweed
+
+from . import synth
+
+
+def _ingest(feed: str, lake: str, env: dict[str, str]) -> float:
+    os.environ.update(env)
+    from catalog_lake.catalog import Catalog
+    from catalog_lake.feeds import ingest
+
+    started = time.perf_counter()
+    ingest(Catalog(lake), feed)
+    return time.perf_counter() - started
+
+
+def _pushes(lake: str, env: dict[str, str], lake_items: int, pushes: int) -> dict[str, float]:
+    os.environ.update(env)
+    from catalog_lake.catalog import Catalog
+
+    catalog = Catalog(lake)
+    rng = random.Random(11)
+    latencies = []
+    for n in range(pushes):
+        numbers = [rng.randrange(lake_items) for _ in range(5)]
+        numbers += [10**8 + n * 10 + k for k in range(5)]
+        batch = [synth.item(k, rng, version=1 + n) for k in numbers]
+        started = time.perf_counter()
+        catalog.push({"items": batch})
+        latencies.append((time.perf_counter() - started) * 1000)
+    latencies = sorted(latencies[1:])  # the first opens the lake: a new process's cost
+    return {
+        "p50_ms": statistics.median(latencies),
+        "p95_ms": latencies[max(0, round(0.95 * len(latencies)) - 1)],
+    }
+
+
+class _Retries(logging.Handler):
+    """Counts the fenced commits that lost a race (``lake.fence_races`` logs each retry)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "Retrying" in record.getMessage():
+            self.count += 1
+
+
+def _writer(lake: str, env: dict[str, str], writer: int, pushes: int, start: float) -> dict:
+    os.environ.update(env)
+    from catalog_lake.catalog import Catalog
+
+    retries = _Retries()
+    logger = logging.getLogger("catalog_lake.lake")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(retries)
+    catalog = Catalog(lake)
+    rng = random.Random(writer)
+    time.sleep(max(0.0, start - time.time()))
+    began = time.perf_counter()
+    for n in range(pushes):
+        # Half new items of this writer, half items every writer updates.
+        numbers = [writer * 10**6 + n * 5 + k for k in range(5)] + [k for k in range(5)]
+        catalog.push({"items": [synth.item(k, rng, version=n) for k in numbers]})
+    return {"seconds": time.perf_counter() - began, "retries": retries.count}
+
+
+def _concurrent(lake: str, env: dict[str, str], writers: int, pushes: int) -> dict[str, Any]:
+    from catalog_lake.catalog import Catalog
+
+    os.environ.update(env)
+    Catalog(lake).lake.ensure()
+    context = multiprocessing.get_context("spawn")
+    start = time.time() + 8.0  # after every process imported the stack
+    with ProcessPoolExecutor(writers, mp_context=context) as pool:
+        jobs = [pool.submit(_writer, lake, env, w, pushes, start) for w in range(writers)]
+        results = [job.result() for job in jobs]
+    wall = max(r["seconds"] for r in results)
+    items = Catalog(lake).items()
+    return {
+        "writers": writers,
+        "pushes": writers * pushes,
+        "pushes_per_second": writers * pushes / wall,
+        "retries": sum(r["retries"] for r in results),
+        "ids_unique": bool(items["object_id"].is_unique and items["client_item_id"].is_unique),
+    }
+
+
+def _child(function, *args):
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(function, *args).result()
+
+
+def main() -> None:  # noqa: D103 - see the module
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--small-pushes", type=int, default=20)
+    parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--writer-pushes", type=int, default=25)
+    options = parser.parse_args()
+    apply_safe_env()
+    root = Path(tempfile.mkdtemp(prefix="catalog-lake-scale-"))
+    try:
+        feed = root / "feed"
+        synth.write_feed(feed, options.items)
+        with seaweed(root / "seaweed") as endpoint:
+            env = aws_env(endpoint)
+            os.environ.update(env)
+            make_bucket(endpoint, "scale")
+            load = os.getloadavg()[0]
+            local = _child(_ingest, str(feed), str(root / "local"), env)
+            remote = _child(_ingest, str(feed), "s3://scale/lake", env)
+            print(
+                f"load {load:.2f}: ingest of {options.items:,} items: local {local:.2f} s, "
+                f"S3 {remote:.2f} s ({remote / local:.2f}x)"
+            )
+            small_local = _child(
+                _pushes, str(root / "local"), env, options.items, options.small_pushes
+            )
+            small_remote = _child(
+                _pushes, "s3://scale/lake", env, options.items, options.small_pushes
+            )
+            print(
+                f"load {os.getloadavg()[0]:.2f}: 10-item pushes into {options.items:,} items: "
+                f"local p50 {small_local['p50_ms']:.0f} ms p95 {small_local['p95_ms']:.0f} ms; "
+                f"S3 p50 {small_remote['p50_ms']:.0f} ms p95 {small_remote['p95_ms']:.0f} ms"
+            )
+            for name, lake in (("local", str(root / "writers")), ("S3", "s3://scale/writers")):
+                load = os.getloadavg()[0]
+                result = _concurrent(lake, env, options.writers, options.writer_pushes)
+                print(
+                    f"load {load:.2f}: {result['writers']} writers, {name}: "
+                    f"{result['pushes']} pushes, {result['pushes_per_second']:.1f} pushes/s "
+                    f"(each 5 commits), {result['retries']} fenced commits retried, "
+                    f"ids unique: {result['ids_unique']}"
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
