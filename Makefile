@@ -31,7 +31,7 @@ test: setup
 	$(BIN)/python -m pytest
 
 # Benchmark against the DuckDB baseline; appends the report to bench/results.md.
-# WORKERS=2 runs the ingests with two worker processes (see README, "Performance");
+# WORKERS=2 runs the ingests with a Dask LocalCluster of two workers (docs/scaling.md);
 # REPEAT=3 runs baselines and ingests three times and reports each scenario's median run.
 ITEMS ?= 100000
 WORKERS ?= 0

@@ -24,7 +24,7 @@ def test_entrypoint_imports_and_parameters_validate(deployment, monkeypatch):
 
 
 def test_schedules():
-    by_flow = {d["entrypoint"].rsplit(":", 1)[1]: d for d in DEPLOYMENTS}
+    by_flow = {d["entrypoint"].rsplit(":", 1)[1]: d for d in DEPLOYMENTS if d["name"] != "on-dask"}
     assert by_flow["ingest"]["schedules"] == [{"interval": 900, "timezone": "UTC"}]
     assert by_flow["maintain"]["schedules"] == [{"cron": "0 2 * * *", "timezone": "UTC"}]
     assert "schedules" not in by_flow["backfill"] and "schedules" not in by_flow["metrics"]
@@ -36,3 +36,9 @@ def test_flow_parameters_are_typed():
     with pytest.raises(Exception, match="batch_size"):
         ingest.validate_parameters({"source": "x", "batch_size": "many"})
     assert backfill.validate_parameters({"since": "2026-11-01T00:00:00Z"})["since"].year == 2026
+
+
+def test_deployments_that_write_a_lake_run_one_at_a_time():
+    for deployment in DEPLOYMENTS:
+        if "ingest" in deployment["tags"] or "maintain" in deployment["tags"]:
+            assert deployment["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}

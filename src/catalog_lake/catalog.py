@@ -129,7 +129,7 @@ class Catalog:
         written in groups (``feeds.ingest_files``).
 
         ``checked`` is ``check_group`` of exactly these requests' items, made
-        ahead (``feeds`` does it in worker processes); the requests' payloads
+        ahead (``feeds`` does it on Dask workers); the requests' payloads
         are then ``ParsedPush`` objects that need only ``item_json`` and
         ``errors``.
 

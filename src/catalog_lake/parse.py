@@ -155,7 +155,7 @@ class ParsedPush:
     def received_only(self) -> ParsedPush:
         """The push without its decoded items and frame: what writing needs once it is checked.
 
-        A worker process that validated the push sends this back; the items
+        A Dask worker that validated the push sends this back; the items
         themselves travel as typed columns (``catalog.Checked``).
         """
         return ParsedPush(

@@ -71,7 +71,7 @@ class PushRequest:
 class Checked:
     """A group of pushes validated and typed: all of a push's work that needs no lake or clock.
 
-    ``feeds`` computes it in worker processes while the main process writes
+    ``feeds`` computes it on Dask workers while the committing process writes
     the previous group (``check_group``); ``Catalog.push_many`` takes it for
     exactly the requests it was computed from.
     """
