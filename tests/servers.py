@@ -135,5 +135,12 @@ def aws_env(endpoint: str) -> dict[str, str]:
 
 
 def apply_safe_env() -> None:
-    """Make every AWS client in this process (and its children) stay on loopback."""
+    """Make every AWS client in this process (and its children) stay on loopback.
+
+    An endpoint already on 127.0.0.1 is kept: a process spawned by a test (a
+    writer) imports this again and must still reach the test's server.
+    """
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
     os.environ.update(SAFE_AWS_ENV)
+    if endpoint.startswith("http://127.0.0.1:"):
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
