@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .lake import fence_races, quote, sql_timestamp
+from .lake import quote, races, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .schemas import ITEMS, RECORDS
 
@@ -91,7 +91,7 @@ def backfill(
             'ORDER BY received_at, request_id, "index"',
         ).to_pandas()
         parsed = parse_push(payload_from_raw(rows["item_json"].tolist()))
-        for attempt in fence_races():  # an item new to the lake takes an id: fenced
+        for attempt in races():  # an item new to the lake takes an id: fenced
             with attempt:
                 derived = catalog.derive(
                     parsed,

@@ -18,7 +18,7 @@ import pyarrow as pa
 from . import settings
 from .errors import CatalogLakeError, FenceMoved, PushError
 from .keys import Keys
-from .lake import LAKE_ERRORS, Lake, fence_races, quote
+from .lake import LAKE_ERRORS, Lake, quote, races
 from .parse import ParsedPush, combine, parse_push, payload_from_raw
 from .push import (
     Checked,
@@ -389,7 +389,7 @@ class Catalog:
         a commit by anyone else since then fails ours (``FenceMoved``), and
         the index is read again and the ids allocated again.
         """
-        for attempt in fence_races():
+        for attempt in races():
             with attempt:
                 items = self._identified(checked, request_ids, received_at)
                 if not len(items):
@@ -445,7 +445,7 @@ class Catalog:
             for number, (push, response) in enumerate(zip(pushes, answers, strict=True))
         ]
         unclaimed = list(range(len(pushes)))
-        for attempt in fence_races():
+        for attempt in races():
             with attempt:
                 try:
                     table = pa.Table.from_pylist([rows[n] for n in unclaimed], schema=PUSHES)

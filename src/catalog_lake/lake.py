@@ -47,8 +47,6 @@ from . import settings
 from .errors import FenceMoved, LakeError, NoLakeError
 from .schemas import ADDED_COLUMNS, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
-#: Attempts for an unfenced write that loses a commit race (a block rewrite) before giving up.
-MERGE_ATTEMPTS = 5
 #: The app transaction that fences each fenced table's commits (docs/design.md, "Writers"):
 #: ``items`` because its commits allocate service ids, ``records`` because a new item's
 #: record is appended without reading its block, ``pushes`` because its commits claim
@@ -259,7 +257,7 @@ class Lake:
             )
 
     def _committed(self, name: str, write, fence: int | None) -> Any:
-        """Run ``write``: fenced, once; unfenced, until it wins a race (``_lost_races``)."""
+        """Run ``write``: fenced, once; unfenced, until it wins a race (``races``)."""
         if fence is not None:
             try:
                 return write()
@@ -268,7 +266,7 @@ class Lake:
                 raise FenceMoved(
                     f"another writer committed to {name!r} at the same time: {_first_line(exc)}"
                 ) from exc
-        for attempt in _lost_races():
+        for attempt in races(CommitFailedError):
             with attempt:
                 return write()  # inside the attempt: a lost race never gets here
         raise AssertionError("unreachable: the last lost race is raised")
@@ -316,7 +314,7 @@ class Lake:
         attempt reads and folds their blocks, since the winner may have
         stored the same items meanwhile.
         """
-        for attempt in fence_races():
+        for attempt in races():
             with attempt:
                 first = attempt.retry_state.attempt_number == 1
                 _, fence = self.fence(name)
@@ -354,7 +352,7 @@ class Lake:
 
         ``change`` returns the blocks' new rows and a result to hand back.
         Unfenced, a lost commit race (another writer changed the table)
-        reads the blocks again and retries (``_lost_races``); fenced, it
+        reads the blocks again and retries (``races``); fenced, it
         raises ``FenceMoved`` for the caller to derive its rows again.
         """
         from deltalake import write_deltalake
@@ -841,7 +839,7 @@ def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | 
     rests on one atomic step, the conditional put that creates the commit
     file, rather than also on delta-rs's conflict checker noticing the
     other writer's app transaction when it moves a commit to a later
-    version. A lost race costs one more attempt (``fence_races``).
+    version. A lost race costs one more attempt (``races``).
     """
     if fence is None:
         return CommitProperties(custom_metadata=metadata or {})
@@ -852,34 +850,21 @@ def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | 
     )
 
 
-def _lost_races() -> Retrying:
-    """Attempts at a commit that another writer may beat (``CommitFailedError``).
+def races(lost: type[Exception] = FenceMoved) -> Retrying:
+    """Attempts at work that ends in a commit another writer may win: the one retry policy.
 
-    The loser reads the table again and retries, with jittered exponential
-    backoff (50 ms doubling, at most 2 s), ``MERGE_ATTEMPTS`` times in all;
-    then the ``CommitFailedError`` itself is raised.
+    Each attempt reads the table afresh, derives what it commits and commits
+    it. ``FenceMoved`` (a fenced commit: ids, unclaimed pushes) or
+    ``CommitFailedError`` (an unfenced block rewrite or compaction) starts
+    the next attempt after a jittered exponential backoff (20 ms doubling, at
+    most 1 s), ``settings.FENCE_ATTEMPTS`` times in all; then the last error
+    is raised. Each retry is logged at INFO (the benchmark counts them).
     """
     return Retrying(
-        retry=retry_if_exception_type(CommitFailedError),
-        stop=stop_after_attempt(MERGE_ATTEMPTS),
-        wait=wait_random_exponential(multiplier=0.05, max=2.0),
-        reraise=True,
-    )
-
-
-def fence_races() -> Retrying:
-    """Attempts at work ending in a fenced commit: a writer another one beat derives again.
-
-    Each attempt reads the table afresh, derives what it commits (service
-    ids, the pushes still unclaimed) and commits it fenced; ``FenceMoved``
-    starts the next, after a jittered backoff (20 ms doubling, at most 1 s),
-    ``settings.FENCE_ATTEMPTS`` times in all.
-    """
-    return Retrying(
-        retry=retry_if_exception_type(FenceMoved),
+        retry=retry_if_exception_type(lost),
         stop=stop_after_attempt(settings.FENCE_ATTEMPTS),
         wait=wait_random_exponential(multiplier=0.02, max=1.0),
-        before_sleep=before_sleep_log(_log, logging.INFO),  # counted by the benchmark
+        before_sleep=before_sleep_log(_log, logging.INFO),
         reraise=True,
     )
 
