@@ -111,3 +111,11 @@ def s3_endpoint(tmp_path_factory) -> str:
 def s3_lake(s3_endpoint) -> str:
     """A fresh ``s3://`` lake URI under a prefix of its own."""
     return f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/lake"
+
+
+@pytest.fixture(params=["local", "s3"])
+def lake(request, tmp_path) -> str:
+    """The same test on a lake in a folder and on one on the loopback S3 server."""
+    if request.param == "local":
+        return str(tmp_path / "lake")
+    return request.getfixturevalue("s3_lake")

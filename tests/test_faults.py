@@ -13,7 +13,6 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -61,14 +60,6 @@ def _backfill(lake: str) -> dict:
     from catalog_lake.backfill import backfill
 
     return backfill(Catalog(lake))
-
-
-@pytest.fixture(params=["local", "s3"])
-def lake(request, tmp_path) -> str:
-    """A lake in a folder, and one on the loopback S3 server."""
-    if request.param == "local":
-        return str(tmp_path / "lake")
-    return request.getfixturevalue("s3_lake")
 
 
 def test_killed_writers_leave_a_lake_that_repair_makes_whole(lake):

@@ -14,8 +14,6 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-import pytest
-
 from catalog_lake import Catalog, check
 from tests.conftest import make_item
 
@@ -53,13 +51,6 @@ def _run(function, *args_per_worker) -> list:
 
 def _aws_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
-
-
-@pytest.fixture(params=["local", "s3"])
-def lake(request, tmp_path) -> str:
-    if request.param == "local":
-        return str(tmp_path / "lake")
-    return request.getfixturevalue("s3_lake")
 
 
 def test_concurrent_writers_give_every_item_one_row_and_one_id(lake):
