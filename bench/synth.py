@@ -61,6 +61,9 @@ DEFECTS = (
     ("inventory_info", "qty", 10**19, "invalid_count"),
     ("item", "images", "https://img.example.com/one.jpg", "invalid_list"),
     ("attributes", "returnable", [True], "invalid_boolean"),
+    # what real seller feeds send, repaired rather than refused (issue 19)
+    ("item", "images", ["https://img.example.com/front view.jpg"], "invalid_url"),
+    ("attributes", "time_to_ship", "P3H", "invalid_duration"),
 )
 
 

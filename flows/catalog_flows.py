@@ -19,6 +19,7 @@ fenced commits keep the lake correct either way.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from datetime import datetime
@@ -45,9 +46,11 @@ from catalog_lake import backfill as backfill_lib  # noqa: E402
 from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
 from catalog_lake.settings import default_lake_uri  # noqa: E402
-from catalog_lake.summary import summary_markdown  # noqa: E402
+from catalog_lake.summary import WARNING_ITEMS_KEY, summary_markdown  # noqa: E402
 
 IO_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30]}
+#: Items stored with warnings that the ``ingest-warnings`` artifact lists.
+WARNING_ROWS = 100
 
 
 def _lake_failure(task, task_run, state) -> bool:
@@ -87,6 +90,8 @@ def ingest_task(
     flow_run_id: str | None,
     group_items: int,
     dask_address: str | None = None,
+    strict_values: bool = False,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """``feeds.ingest``, the CLI's own ingest; retried when the lake could not be written.
 
@@ -111,6 +116,8 @@ def ingest_task(
         progress=progress,
         group_items=group_items,
         dask_address=dask_address,
+        strict=strict_values,
+        dry_run=dry_run,
     )
 
 
@@ -123,13 +130,26 @@ def ingest_on_dask(
     force: bool,
     flow_run_id: str | None,
     group_items: int,
+    strict_values: bool = False,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """The ingest task on this flow's Dask cluster, given by ``ingest`` with its task runner."""
     from prefect.context import FlowRunContext
 
     # The DaskTaskRunner starts (or connects to) its cluster on first use of its client.
     address = FlowRunContext.get().task_runner.client.scheduler.address
-    return ingest_task(lake, source, pattern, batch_size, force, flow_run_id, group_items, address)
+    return ingest_task(
+        lake,
+        source,
+        pattern,
+        batch_size,
+        force,
+        flow_run_id,
+        group_items,
+        address,
+        strict_values=strict_values,
+        dry_run=dry_run,
+    )
 
 
 def dask_runner(workers: int, address: str | None):
@@ -164,6 +184,8 @@ def ingest(
     workers: int = 0,
     dask_address: str | None = None,
     fail_on_bad_files: bool = True,
+    strict_values: bool = False,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
 
@@ -175,16 +197,19 @@ def ingest(
     The summary is published as the artifacts ``ingest-summary`` and
     ``ingest-files``. A run in which any file failed ends ``Failed``
     (``IngestError``) after storing everything else, so a schedule alerts;
-    ``fail_on_bad_files=False`` lets it end ``Completed``.
+    ``fail_on_bad_files=False`` lets it end ``Completed``. ``strict_values``
+    refuses items for warnings too; ``dry_run`` reports what the run would
+    store and writes nothing (the artifacts say so).
     """
     run_id = str(flow_run.id) if flow_run.id else None
     arguments = (lake, source, pattern, batch_size, force, run_id, group_items)
+    options = {"strict_values": strict_values, "dry_run": dry_run}
     with one_writer(lake):
         if workers > 0 or dask_address:
             runner = dask_runner(workers, dask_address)
-            summary = ingest_on_dask.with_options(task_runner=runner)(*arguments)
+            summary = ingest_on_dask.with_options(task_runner=runner)(*arguments, **options)
         else:
-            summary = ingest_task(*arguments)
+            summary = ingest_task(*arguments, **options)
     create_markdown_artifact(
         key="ingest-summary", markdown=summary_markdown(summary), description="Ingest run summary"
     )
@@ -195,6 +220,26 @@ def ingest(
         + [{"file": f["path"], "status": f["status"]} for f in summary["files"]["failed"]],
         description="Files of the ingest run",
     )
+    warned = summary.get(WARNING_ITEMS_KEY) or []
+    if warned:
+        create_table_artifact(
+            key="ingest-warnings",
+            table=[
+                {
+                    "file": item["file"],
+                    "client_item_id": item["client_item_id"],
+                    "field": w["field"],
+                    "code": w["code"],
+                    "action": w["action"],
+                    "value": json.dumps(w["value"], ensure_ascii=False),
+                    "repaired_to": w["repaired_to"],
+                }
+                for item in warned[:WARNING_ROWS]
+                for w in item["warnings"]
+            ],
+            description=f"Values dropped or repaired (first {WARNING_ROWS} items stored with "
+            "warnings; `catalog-lake warnings` has them all)",
+        )
     get_run_logger().info(
         "received %s, stored %s, failed %s",
         summary["catalog_push_received_product_count"],

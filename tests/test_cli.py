@@ -82,10 +82,48 @@ def test_lake_option_overrides_the_environment(run, tmp_path):
 
 def test_rejects_lists_codes_and_messages(run):
     run("push", str(FEEDS / "bad_items.json"))
-    result = run("rejects", "--json", "--code", "invalid_duration")
+    result = run("rejects", "--json", "--code", "invalid_price")
     rows = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [r["client_item_id"] for r in rows] == ["BAD-BOOL"]
-    assert rows[0]["codes"] == ["invalid_boolean", "invalid_duration"]
+    assert [r["client_item_id"] for r in rows] == ["BAD-PRICE"]
+    assert rows[0]["codes"] == ["invalid_price"]
+
+
+def test_warnings_lists_each_value_dropped_or_repaired_as_sent(run):
+    run("push", str(FEEDS / "bad_items.json"), str(FEEDS / "seller_quirks.json"))
+    result = run("warnings", "--json", "--code", "invalid_duration")
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["client_item_id"] for r in rows] == ["BAD-BOOL", "HOME-MUG-350", "GROC-GHEE-1L"]
+    (repaired,) = [
+        w
+        for w in rows[1]["warnings"]
+        if w["action"] == "repaired" and w["code"] == "invalid_duration"
+    ]
+    assert (repaired["value"], repaired["repaired_to"]) == ("P3H", "PT3H")
+    table = run("warnings").stdout
+    assert "items stored with warnings (5)" in table
+    assert 'images "https://img.example.com/home/mug 350ml front.jpg" repaired to' in table
+
+
+def test_strict_values_refuses_what_a_default_push_stores_with_warnings(run):
+    strict = json.loads(run("push", "--strict-values", str(FEEDS / "seller_quirks.json")).stdout)
+    assert strict["catalog_push_failed_product_count"] == "3"
+    default = json.loads(run("push", str(FEEDS / "seller_quirks.json")).stdout)
+    assert default["catalog_push_success_product_count"] == "3"
+
+
+def test_dry_run_answers_like_a_push_and_writes_nothing(run, tmp_path):
+    lake = tmp_path / "lake"
+    first = json.loads(run("push", "--dry-run", str(FEEDS / "bad_items.json")).stdout)
+    assert not lake.exists()
+    assert first["catalog_push_dry_run"] is True
+    assert first["items"] == [{"BAD-BOOL": None}, {"BAD-WINDOW": None}, {"GOOD-ONE": None}]
+    real = json.loads(run("push", str(FEEDS / "bad_items.json")).stdout)
+    again = json.loads(run("push", "--dry-run", str(FEEDS / "bad_items.json")).stdout)
+    assert again["items"] == real["items"]  # known items show their service ids
+    for key in ("catalog_push_failed_items", "catalog_push_warning_items"):
+        assert again[key] == real[key] == first[key]
+    pushes = [json.loads(line) for line in run("history", "--json").stdout.splitlines()]
+    assert [p["request_id"] for p in pushes] == [real["catalog_push_request_id"]]
 
 
 def test_history_shows_pushes(run):
@@ -94,7 +132,7 @@ def test_history_shows_pushes(run):
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert sorted((r["received"], r["success"], r["failed"]) for r in rows) == [
         (2, 2, 0),
-        (5, 1, 4),
+        (5, 3, 2),
     ]
 
 
@@ -108,9 +146,9 @@ def test_ingest_prints_the_run_summary_and_skips_next_time(run):
     first = run("ingest", str(FEEDS), "--json")
     assert first.exit_code == 0
     summary = json.loads(first.stdout)
-    assert summary["catalog_push_received_product_count"] == "13"
+    assert summary["catalog_push_received_product_count"] == "16"
     assert summary["files"]["failed"] == []
-    assert first.stderr.splitlines()[0] == "6 file(s) to ingest, 0 skipped"
+    assert first.stderr.splitlines()[0] == "7 file(s) to ingest, 0 skipped"
     second = run("ingest", str(FEEDS), "--json")
     assert json.loads(second.stdout)["files"]["skipped"] == summary["files"]["ingested"]
 
@@ -120,8 +158,14 @@ def test_ingest_with_worker_processes_stores_the_same_feeds(run):
     result = run("ingest", str(FEEDS), "--json", "--workers", "2", "--group-items", "1")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
-    assert len(summary["files"]["ingested"]) == 6
+    assert summary["totals"] == {
+        "received": 16,
+        "success": 14,
+        "failed": 2,
+        "warned": 5,
+        "already_stored": 0,
+    }
+    assert len(summary["files"]["ingested"]) == 7
 
 
 def test_ingest_exits_1_when_a_file_failed(run, tmp_path):
@@ -201,7 +245,7 @@ def test_records_where_is_one_expression_and_errors_are_one_line(run, where, mes
 def test_backfill_dry_run_metrics_and_maintain(run, tmp_path):
     run("ingest", str(FEEDS))
     report = json.loads(run("backfill", "--dry-run").stdout)
-    assert (report["dry_run"], report["records_unchanged"]) == (True, 9)
+    assert (report["dry_run"], report["records_unchanged"]) == (True, 14)
     metrics = tmp_path / "m.csv"
     metrics.write_text("client_item_id,likes\nGROC-DAL-1KG,4\nghost,1\n")
     applied = json.loads(run("metrics", str(metrics)).stdout)

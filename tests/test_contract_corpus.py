@@ -23,8 +23,26 @@ def test_the_mutation_corpus_earns_the_same_errors_as_before():
     items = corpus()
     assert len(items) == expected["items"] == 983
 
-    checked = validate(parse_push({"items": items}))
+    checked = validate(parse_push({"items": items}), strict=True)
 
     got = {str(i): [[e["field"], e["code"]] for e in errs] for i, errs in checked.errors.items()}
     assert got == expected["errors"]
     assert len(got) == 776  # most of the corpus is refused; the rest must pass
+
+
+def test_a_default_push_refuses_only_for_error_fields_and_warns_for_the_rest():
+    """Strict errors split exactly into a default push's errors and its warnings."""
+    items = corpus()
+    strict = validate(parse_push({"items": items}), strict=True).errors
+    lenient = validate(parse_push({"items": items}))
+    for index in range(len(items)):
+        refused = {(e["field"], e["code"]) for e in strict.get(index, [])}
+        errors = {(e["field"], e["code"]) for e in lenient.errors.get(index, [])}
+        assert errors <= refused  # nothing refused that a strict push would store
+        if index not in lenient.errors:
+            warned = {(w["field"], w["code"]) for w in lenient.warnings.get(index, [])}
+            assert {(f, c) for f, c in refused if c != "duplicate_in_push"} <= warned | {
+                ("attributes", "invalid_type")
+            } or not refused
+    stored = len(items) - len(lenient.errors)
+    assert stored > len(items) - len(strict)  # warnings keep items that errors refused

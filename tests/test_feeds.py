@@ -32,19 +32,31 @@ def test_a_run_pushes_every_feed_and_sums_up_like_a_push_response(catalog, sourc
     summary = ingest(catalog, source)
 
     assert list(summary)[:5] == list(RESPONSE_KEYS)
-    assert summary["catalog_push_received_product_count"] == "13"
-    assert summary["catalog_push_success_product_count"] == "9"
-    assert summary["catalog_push_failed_product_count"] == "4"
-    assert len(summary["items"]) == 9
-    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
+    assert summary["catalog_push_received_product_count"] == "16"
+    assert summary["catalog_push_success_product_count"] == "14"
+    assert summary["catalog_push_failed_product_count"] == "2"
+    assert len(summary["items"]) == 14
+    assert summary["totals"] == {
+        "received": 16,
+        "success": 14,
+        "failed": 2,
+        "warned": 5,
+        "already_stored": 0,
+    }
     assert summary["top_failure_codes"][0] == {"code": "invalid_price", "count": 2}
     assert summary["files"]["ingested"] == [
-        "bad_items.json", "beauty.json", "electronics.json", "fashion.json", "food.json", "grocery.json",
+        "bad_items.json", "beauty.json", "electronics.json", "fashion.json", "food.json",
+        "grocery.json", "seller_quirks.json",
     ]  # fmt: skip
     assert [b["file"] for b in summary["batches"]] == summary["files"]["ingested"]
     assert {f["file"] for f in summary["catalog_push_failed_items"]} == {"bad_items.json"}
+    assert {w["file"] for w in summary["catalog_push_warning_items"]} == {
+        "bad_items.json",
+        "seller_quirks.json",
+    }
+    assert summary["top_warning_codes"][0] == {"code": "invalid_duration", "count": 4}
     assert summary["items_per_second"] > 0
-    assert len(catalog.records()) == 9
+    assert len(catalog.records()) == 14
     assert runs(catalog)["run_id"].tolist() == [summary["catalog_push_request_id"]]
 
 
@@ -52,7 +64,7 @@ def test_unchanged_files_are_skipped_next_time_changed_ones_are_not(catalog, sou
     ingest(catalog, source)
     again = ingest(catalog, source)
     assert again["files"]["ingested"] == []
-    assert len(again["files"]["skipped"]) == 6
+    assert len(again["files"]["skipped"]) == 7
     assert again["catalog_push_received_product_count"] == "0"
 
     (source / "beauty.json").write_text(
@@ -60,7 +72,7 @@ def test_unchanged_files_are_skipped_next_time_changed_ones_are_not(catalog, sou
     )
     changed = ingest(catalog, source)
     assert changed["files"]["ingested"] == ["beauty.json"]
-    assert changed["items"] == [{"BEAU-LIP-RED": "2"}]  # same id as before
+    assert changed["items"] == [{"BEAU-LIP-RED": "4"}]  # same id as before
     assert ingest(catalog, source, force=True)["files"]["ingested"][0] == "bad_items.json"
 
 
@@ -141,7 +153,7 @@ def test_a_file_that_cannot_be_parsed_fails_alone(catalog, source, name, content
     (failed,) = summary["files"]["failed"]
     assert (failed["path"], failed["status"]) == (name, "invalid")
     assert error in failed["error"]
-    assert len(summary["files"]["ingested"]) == 6
+    assert len(summary["files"]["ingested"]) == 7
     # an invalid file is not retried until its content changes
     assert name in ingest(catalog, source)["files"]["skipped"]
 
@@ -177,9 +189,9 @@ def test_a_big_run_counts_every_item_but_lists_only_the_first(catalog, source):
     assert (
         brief["totals"]
         == full["totals"]
-        == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
+        == {"received": 16, "success": 14, "failed": 2, "warned": 5, "already_stored": 0}
     )
-    assert brief["catalog_push_success_product_count"] == "9"
+    assert brief["catalog_push_success_product_count"] == "14"
     assert (full["detail_complete"], brief["detail_complete"]) == (True, False)
     assert len(brief["items"]) + len(brief["catalog_push_failed_items"]) <= 3
     assert brief["top_failure_codes"] == full["top_failure_codes"]

@@ -138,7 +138,13 @@ def test_feed_files_are_grouped_into_shared_commits_but_answered_per_file(catalo
 
     summary = ingest(catalog, folder, batch_size=1, group_items=4)
 
-    assert summary["totals"] == {"received": 12, "success": 12, "failed": 0, "already_stored": 0}
+    assert summary["totals"] == {
+        "received": 12,
+        "success": 12,
+        "failed": 0,
+        "warned": 0,
+        "already_stored": 0,
+    }
     assert len(summary["batches"]) == 12  # batch_size=1: a push per item
     assert [b["file"] for b in summary["batches"]][:4] == ["f0.json"] * 2 + ["f1.json"] * 2
     # 12 pushes in 3 groups of 4 items: three commits to the items table after its creation.

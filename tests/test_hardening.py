@@ -166,7 +166,7 @@ def test_repeated_keys_inside_unknown_fields_are_refused(catalog, fragment, fiel
 )  # fmt: skip
 def test_nonfinite_numbers_are_refused_everywhere(catalog, fragment, field, value):
     text = json.dumps(make_item(client_item_id="X"))[:-1] + ", " + fragment + "}"
-    response = catalog.push('{"items": [' + text + "]}")
+    response = catalog.push('{"items": [' + text + "]}", strict=True)
     assert response["catalog_push_success_product_count"] == "0"
     (failed,) = response["catalog_push_failed_items"]
     errors = {e["field"]: e for e in failed["errors"]}
@@ -174,13 +174,28 @@ def test_nonfinite_numbers_are_refused_everywhere(catalog, fragment, field, valu
     assert errors[field]["code"] in ("invalid_list", "invalid_number")
     json.dumps(response, allow_nan=False)  # the response itself is strict JSON
 
+    # A default push drops the field outside the spec that holds one, with a warning
+    # (unless the fragment repeats one of make_item's own keys: ``duplicate_key``).
+    response = catalog.push('{"items": [' + text + "]}")
+    json.dumps(response, allow_nan=False)
+    if fragment.split('"')[1] in make_item():
+        assert response["catalog_push_failed_product_count"] == "1"
+        return
+    (warned,) = response["catalog_push_warning_items"]
+    assert [(w["field"], w["value"], w["action"]) for w in warned["warnings"]] == [
+        (field, value, "dropped")
+    ]
+    item = catalog.items().iloc[0]
+    stored = [item["extra_fields"], item["extra_attributes"]]
+    assert not any("NaN" in s or "Infinity" in s for s in stored if isinstance(s, str))
 
-def pushed_with(catalog, raw_value: str, **where):
+
+def pushed_with(catalog, raw_value: str, strict: bool = True, **where):
     """Push one item with ``raw_value`` (JSON text, e.g. ``4.9999999999999999``) at ``where``."""
     ((key, _),) = where.items()
     item = make_item(client_item_id="X", **{key: "__RAW__"})
     text = json.dumps({"items": [item]}).replace('"__RAW__"', raw_value)
-    return catalog.push(text)
+    return catalog.push(text, strict=strict)
 
 
 @pytest.mark.parametrize(
@@ -206,11 +221,11 @@ def test_numbers_are_judged_from_their_json_text(catalog, raw_value, field, code
 def test_raw_keeps_a_number_as_sent_so_a_replay_judges_it_the_same(catalog):
     from catalog_lake.backfill import backfill
 
-    pushed_with(catalog, "4.9999999999999999", inventory_info__qty=None)
+    pushed_with(catalog, "4.9999999999999999", inventory_info__qty=None)  # strict: refused
 
     (stored,) = catalog.raw()["item_json"]
     assert '"qty":4.9999999999999999' in stored
-    report = backfill(catalog, dry_run=True)
+    report = backfill(catalog, dry_run=True)  # raw keeps the push's strictness too
     assert (report["items_rejected"], report["records_new"]) == (1, 0)
 
 
@@ -225,7 +240,11 @@ def test_a_feed_file_keeps_numbers_as_sent_too(catalog, tmp_path, suffix):
 
     summary = ingest(catalog, feeds)
 
-    assert summary["top_failure_codes"] == [{"code": "invalid_count", "count": 1}]
+    # An optional count costs only itself: stored without it, with a warning.
+    assert summary["top_warning_codes"] == [{"code": "invalid_count", "count": 1}]
+    assert summary["totals"]["warned"] == 1
+    (warned,) = summary["catalog_push_warning_items"]
+    assert warned["warnings"][0]["value"] == "4.9999999999999999"
     assert '"qty":4.9999999999999999' in catalog.raw()["item_json"][0]
 
 
@@ -252,7 +271,7 @@ def test_whole_json_numbers_still_count(catalog, raw_value):
 )
 def test_dates_outside_years_1_to_9999_are_refused(catalog, value, outcome):
     item = make_item(client_item_id="D", pricing_info__discount_end_date=value)
-    response = catalog.push({"items": [item]})
+    response = catalog.push({"items": [item]}, strict=True)
     if outcome == "stored":
         assert response["catalog_push_failed_product_count"] == "0"
         catalog.items()  # and the items read back

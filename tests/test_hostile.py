@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from catalog_lake import PushError, check, settings
+from catalog_lake.rules import ERROR, RULES_BY_SOURCE
 from tests.conftest import GOOD_ITEM, make_item
 
 
@@ -106,12 +107,34 @@ def item_text(override: str | None) -> str:
 
 @pytest.mark.parametrize(("case", "override", "expected"), ITEMS, ids=[i[0] for i in ITEMS])
 def test_item_level_rejections(catalog, case, override, expected):
-    response = catalog.push('{"items": [' + item_text(override) + "]}")
+    payload = '{"items": [' + item_text(override) + "]}"
+    response = catalog.push(payload, strict=True)
     assert response["catalog_push_failed_product_count"] == "1", response
     (failure,) = response["catalog_push_failed_items"]
     assert [(e["field"], e["code"]) for e in failure["errors"]] == expected
     json.dumps(response)  # every error value is plain JSON, surrogates included
+
+    # A default push refuses the item for an error field only; a warning field
+    # costs its value, reported under the same field and code.
+    response = catalog.push(payload)
+    errors = [(f, c) for f, c in expected if _severity(f, c) == ERROR]
+    if errors:
+        (failure,) = response["catalog_push_failed_items"]
+        assert [(e["field"], e["code"]) for e in failure["errors"]] == errors
+    else:
+        (warned,) = response["catalog_push_warning_items"]
+        assert {(w["field"], w["code"]) for w in warned["warnings"]} == set(expected)
+        action = "repaired" if case == "url with spaces" else "dropped"
+        assert {w["action"] for w in warned["warnings"]} == {action}
+    json.dumps(response)
     assert check(catalog, derive=False)["ok"]
+
+
+def _severity(field: str, code: str) -> str:
+    """An error for an error field, and for what breaks the item's JSON itself."""
+    rule = RULES_BY_SOURCE.get(field)
+    structural = code in ("duplicate_key", "invalid_text", "invalid_number", "item_too_large")
+    return ERROR if rule is None or structural else rule.severity
 
 
 NORMALIZED = [
@@ -164,9 +187,10 @@ def test_schema_drift_loses_nothing_and_never_changes_the_tables(catalog, clock)
     catalog.push({"items": [make_item(attributes__warranty="1 year")]})
     clock.now += timedelta(seconds=1)
     # a new attribute name, then a known attribute arriving with another type
-    catalog.push(
-        {"items": [make_item(attributes__warranty={"years": 2}, attributes__brand=["A", "B"])]}
-    )
+    drifted = {
+        "items": [make_item(attributes__warranty={"years": 2}, attributes__brand=["A", "B"])]
+    }
+    catalog.push(drifted, strict=True)
     item = catalog.items().iloc[0]
     assert (item["attributes"]["brand"], json.loads(item["extra_attributes"])) == (
         "Aashirvaad",
@@ -174,6 +198,15 @@ def test_schema_drift_loses_nothing_and_never_changes_the_tables(catalog, clock)
     )
     assert catalog.rejects()["codes"].map(list).tolist() == [["invalid_string"]]
     assert json.loads(catalog.raw()["item_json"][1])["attributes"]["warranty"] == {"years": 2}
+    # A default push stores it: the list costs only the brand, and the new shape is kept.
+    clock.now += timedelta(seconds=1)
+    (warned,) = catalog.push(drifted)["catalog_push_warning_items"]
+    assert [(w["field"], w["value"]) for w in warned["warnings"]] == [
+        ("attributes.brand", ["A", "B"])
+    ]
+    item = catalog.items().iloc[0]
+    assert "brand" not in item["attributes"]
+    assert json.loads(item["extra_attributes"]) == {"warranty": {"years": 2}}
     for name, schema in (("items", ITEMS), ("records", RECORDS)):
         stored = catalog.lake.table(name).schema().to_arrow()
         assert pa.schema(stored).names == schema.names

@@ -343,7 +343,7 @@ def test_rejects_json_writes_each_value_as_sent(run):
     run("push", str(FEEDS / "bad_items.json"))
     rows = [json.loads(line) for line in run("rejects", "--json").stdout.splitlines()]
     values = {e["field"]: e["value"] for row in rows for e in row["errors"]}
-    assert values["attributes.returnable"] == "maybe"
+    assert values["pricing_info.mrp"] == "₹1,299"
 
 
 def test_history_versions_json_writes_metrics_as_an_object(run):

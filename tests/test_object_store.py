@@ -61,16 +61,22 @@ def test_the_cli_ingests_an_s3_prefix_into_an_s3_lake_and_reads_it_back(s3_lake,
     )
     assert ingested.exit_code == 0, ingested.output
     summary = json.loads(ingested.stdout)
-    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
-    assert len(summary["files"]["ingested"]) == 6
+    assert summary["totals"] == {
+        "received": 16,
+        "success": 14,
+        "failed": 2,
+        "warned": 5,
+        "already_stored": 0,
+    }
+    assert len(summary["files"]["ingested"]) == 7
 
     again = runner.invoke(app, [*options, "ingest", f"s3://{bucket}/incoming", "--lake", s3_lake])
     assert again.exit_code == 0
-    assert "6 ingested before and unchanged" in again.stdout
+    assert "7 ingested before and unchanged" in again.stdout
 
     records = runner.invoke(app, [*options, "records", "--lake", s3_lake, "--json"])
     assert records.exit_code == 0
-    assert len([json.loads(line) for line in records.stdout.splitlines()]) == 9  # JSON lines
+    assert len([json.loads(line) for line in records.stdout.splitlines()]) == 14  # JSON lines
     checked = runner.invoke(app, [*options, "check", "--lake", s3_lake])
     assert checked.exit_code == 0, checked.stdout
     for result in (ingested, again, records, checked):
@@ -109,11 +115,11 @@ def test_concurrent_ingests_of_one_folder_store_each_batch_once(s3_lake):
         summaries = [run.result() for run in runs]
 
     catalog = Catalog(s3_lake)
-    assert all(s["totals"]["received"] == 13 for s in summaries)
+    assert all(s["totals"]["received"] == 16 for s in summaries)
     pushes = catalog.pushes()
     assert pushes["idempotency_key"].is_unique  # each batch stored once, whoever won it
     assert len(pushes) == len(summaries[0]["batches"])  # one run's batches, no more
-    assert len(catalog.records()) == 9
+    assert len(catalog.records()) == 14
     report = check(catalog)
     assert report["ok"], report["violations"]
 
@@ -132,8 +138,8 @@ def test_metrics_backfill_and_maintain_work_on_an_s3_lake(s3_lake, tmp_path):
     applied = apply_metrics(catalog, metrics)
     assert applied["updated"] == 1 and applied["unknown_ids"] == ["NOPE"]
     dry = backfill(catalog, dry_run=True)
-    assert dry["records_changed"] == 0 and dry["items_replayed"] == 13
-    assert backfill(catalog)["records_unchanged"] == 9
+    assert dry["records_changed"] == 0 and dry["items_replayed"] == 16
+    assert backfill(catalog)["records_unchanged"] == 14
     report = maintain(catalog)
     assert {"raw", "items", "records", "pushes"} <= set(report["tables"])
 

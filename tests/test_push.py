@@ -10,14 +10,22 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from catalog_lake import FAILED_ITEMS_KEY, RESPONSE_KEYS, Catalog, NoLakeError, PushError, settings
+from catalog_lake import (
+    FAILED_ITEMS_KEY,
+    RESPONSE_KEYS,
+    WARNING_ITEMS_KEY,
+    Catalog,
+    NoLakeError,
+    PushError,
+    settings,
+)
 from tests.conftest import DELETE, make_item
 
 
 def test_response_has_exactly_the_spec_keys_and_types(catalog):
     response = catalog.push({"items": [make_item(), make_item(client_item_id="SKU-2", name=None)]})
 
-    assert list(response) == [*RESPONSE_KEYS, FAILED_ITEMS_KEY]
+    assert list(response) == [*RESPONSE_KEYS, FAILED_ITEMS_KEY, WARNING_ITEMS_KEY]
     assert uuid.UUID(response["catalog_push_request_id"]).version == 4
     assert response["catalog_push_received_product_count"] == "2"
     assert response["catalog_push_success_product_count"] == "1"

@@ -37,7 +37,7 @@ def test_readme_example_runs(lake_here, index, capsys):
     exec(compile(EXAMPLES[index], f"README example {index}", "exec"), namespace)
     if index == 0:
         assert namespace["on_sale"]["client_item_id"].iloc[0] == "FASH-TEE-BLK-M"
-        assert len(namespace["items"]) == 9
+        assert len(namespace["items"]) == 14
     if index == 1:
         out = capsys.readouterr().out
         assert "in-stock" in out

@@ -49,7 +49,13 @@ def test_run_summary_totals_batches_and_keeps_the_response_shape():
         "file": "x.json",
         "request_id": "r2",
     }
-    assert summary["totals"] == {"received": 5, "success": 3, "failed": 2, "already_stored": 0}
+    assert summary["totals"] == {
+        "received": 5,
+        "success": 3,
+        "failed": 2,
+        "warned": 0,
+        "already_stored": 0,
+    }
     assert summary["top_failure_codes"] == [{"code": "invalid_price", "count": 2}]
     assert summary["files"] == {
         "ingested": ["x.json"],
@@ -69,7 +75,8 @@ def test_markdown_report():
     summary = run_summary("run-1", [], [], duration_s=0.5)
     assert summary_markdown(summary) == (
         "# Ingest run `run-1`\n\n"
-        "| received | stored | failed | files ingested | files skipped | files failed | seconds | items/s |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        "| 0 | 0 | 0 | 0 | 0 | 0 | 0.5 | - |\n"
+        "| received | stored | with warnings | failed | files ingested | files skipped "
+        "| files failed | seconds | items/s |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0.5 | - |\n"
     )

@@ -1,7 +1,9 @@
 """The data contract, rule by rule: one table of values per rule, accepted or rejected.
 
 These tests run parse and validation as plain functions: no lake is needed
-to judge an item.
+to judge an item. They judge strictly (``strict=True``), where every broken
+value refuses its item: what a rule accepts is the same either way, and
+tests/test_warnings.py shows what a default push does with the rest.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from catalog_lake.validate import validate
 from tests.conftest import DELETE, make_item
 
 
-def judge(item: dict) -> tuple[list[tuple[str, str]], pd.Series | None]:
+def judge(item: dict, strict: bool = True) -> tuple[list[tuple[str, str]], pd.Series | None]:
     """The (field, code) errors of one item, and its typed row when it passed."""
-    checked = validate(parse_push({"items": [item]}))
+    checked = validate(parse_push({"items": [item]}), strict=strict)
     errors = [(e["field"], e["code"]) for e in checked.errors.get(0, [])]
     if errors:
         return errors, None
@@ -81,7 +83,8 @@ def test_boolean_attributes_reject_anything_else(value):
 
 
 def test_boolean_error_names_field_and_value():
-    checked = validate(parse_push({"items": [make_item(attributes__cancellable="perhaps")]}))
+    item = make_item(attributes__cancellable="perhaps")
+    checked = validate(parse_push({"items": [item]}), strict=True)
     (error,) = checked.errors[0]
     assert error["value"] == "perhaps"
     assert error["message"].startswith("attributes.cancellable must be a boolean")

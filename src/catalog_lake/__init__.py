@@ -12,12 +12,14 @@ from .errors import (
 )
 from .push import PushRequest
 from .records import Synonyms
-from .summary import FAILED_ITEMS_KEY, RESPONSE_KEYS, push_response
+from .summary import DRY_RUN_KEY, FAILED_ITEMS_KEY, RESPONSE_KEYS, WARNING_ITEMS_KEY, push_response
 
 __all__ = [
     "PushRequest",
+    "DRY_RUN_KEY",
     "FAILED_ITEMS_KEY",
     "RESPONSE_KEYS",
+    "WARNING_ITEMS_KEY",
     "Catalog",
     "CatalogLakeError",
     "ErrorCode",

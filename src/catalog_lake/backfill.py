@@ -18,6 +18,7 @@ import pandas as pd
 
 from .lake import quote, races, sql_timestamp
 from .parse import parse_push, payload_from_raw
+from .push import strict_of
 from .schemas import ITEMS, RECORDS
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
@@ -86,7 +87,7 @@ def backfill(
     for chunk in _chunks(pushes, chunk_items):
         rows = catalog.lake.read(
             "raw",
-            'SELECT request_id, "index", received_at, item_json FROM "raw" '
+            'SELECT request_id, "index", received_at, item_json, strict FROM "raw" '
             f"WHERE request_id IN ({', '.join(quote(r) for r in chunk)}) "
             'ORDER BY received_at, request_id, "index"',
         ).to_pandas()
@@ -98,6 +99,7 @@ def backfill(
                     request_ids=rows["request_id"],
                     received_at=rows["received_at"],
                     price_time=price_time,
+                    strict=strict_of(rows["strict"].tolist()),
                 )
                 records = derived.records.table(RECORDS)
                 if not dry_run and records.num_rows:

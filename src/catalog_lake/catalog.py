@@ -31,11 +31,15 @@ from .push import (
     plan_responses,
     raw_rows,
     reject_rows,
+    strict_of,
     unfinished,
+    warned,
+    warning_rows,
     write_failed,
 )
 from .records import Batch, Synonyms, derive_records
 from .schemas import ITEMS, PUSHES, RECORDS
+from .summary import DRY_RUN_KEY
 
 Clock = Callable[[], datetime]
 
@@ -89,6 +93,8 @@ class Catalog:
         source: str | None = None,
         flow_run_id: str | None = None,
         idempotency_key: str | None = None,
+        strict: bool = False,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         """Upload new products or update existing ones (SPEC 4.1).
 
@@ -99,16 +105,24 @@ class Catalog:
             idempotency_key: makes a retry safe. A key already in the ``pushes``
                 table with the same payload returns that push's response and
                 writes nothing; with a different payload it is refused.
+            strict: refuse an item for a warning too (a value that would be
+                dropped or repaired), for callers who want all or nothing per item.
+            dry_run: answer exactly what this push would, and write nothing.
+                An item new to the lake has no service id yet: it is mapped to
+                null, and the answer carries ``"catalog_push_dry_run": true``.
 
         Returns:
-            The SPEC 2.7 push response plus ``catalog_push_failed_items``.
+            The SPEC 2.7 push response plus ``catalog_push_failed_items`` and
+            ``catalog_push_warning_items``.
 
         Raises:
             PushError: the payload as a whole is unusable or the lake cannot be
                 written. Nothing of the push is stored unless it says otherwise.
         """
-        request = PushRequest(product_object, source=source, idempotency_key=idempotency_key)
-        return self.push_many([request], flow_run_id=flow_run_id)[0]
+        request = PushRequest(
+            product_object, source=source, idempotency_key=idempotency_key, strict=strict
+        )
+        return self.push_many([request], flow_run_id=flow_run_id, dry_run=dry_run)[0]
 
     def push_many(
         self,
@@ -117,6 +131,7 @@ class Catalog:
         flow_run_id: str | None = None,
         checked: Checked | None = None,
         replayed: list[bool] | None = None,
+        dry_run: bool = False,
     ) -> list[dict[str, Any]]:
         """Several pushes written together: one commit per table for all of them.
 
@@ -137,6 +152,8 @@ class Catalog:
         its response is that of an earlier push under the same idempotency
         key, so that nothing was written for it (a resumed ingest counts
         those batches as already stored, not as ingested again).
+
+        ``dry_run`` answers as ``push(dry_run=True)`` does, for each request.
 
         Returns:
             One response per request, in order.
@@ -171,8 +188,13 @@ class Catalog:
                     request.source,
                     flow_run_id,
                     request.idempotency_key,
+                    strict=request.strict,
                 )
             )
+        if dry_run:
+            if replayed is not None:
+                replayed[:] = [False] * len(pushes)  # nothing is written, nothing replayed
+            return self._dry_run(pushes, checked) if pushes else []
         return self._ingest(pushes, checked, replayed) if pushes else []
 
     def _earlier_pushes(self, pushes: list[Push]) -> tuple[int, dict[str, Earlier]]:
@@ -223,6 +245,7 @@ class Catalog:
         received_at: pd.Series,
         price_time: datetime | None = None,
         checked: Checked | None = None,
+        strict: bool | np.ndarray = True,
     ) -> Derived:
         """Validate items and derive their typed rows and records, writing nothing.
 
@@ -233,9 +256,10 @@ class Catalog:
         another. The price rule is applied at ``price_time``, or at each
         item's own ``received_at`` when it is None (what a push does).
         ``checked`` is ``check_group`` of these pushes, when already computed.
+        ``strict`` is each item's push's strictness (``push.strict_of``).
         """
         if checked is None:
-            checked = check_group(parsed, request_ids)
+            checked = check_group(parsed, request_ids, strict)
         items = self._identified(checked, request_ids, received_at)
         records = derive_records(items, price_time, self.synonyms)
         return Derived(checked.checked, checked.client_ids, items, records)
@@ -271,25 +295,7 @@ class Catalog:
         except LAKE_ERRORS as exc:
             self._ensured = False
             raise write_failed(exc, first.request_id, raw_written=first.replay) from exc
-        responses: list[dict[str, Any] | None] = [None] * len(pushes)
-        todo: list[int] = []
-        first_with_key: dict[str, int] = {}
-        for number, push in enumerate(pushes):
-            key = push.idempotency_key
-            if key is None:
-                todo.append(number)
-                continue
-            stored = earlier.get(f"key:{key}")
-            digest = stored.digest if stored is not None else None
-            if key in first_with_key:
-                digest = pushes[first_with_key[key]].digest
-            if digest is not None and digest != push.digest:
-                raise _conflict(key)
-            if stored is not None:
-                responses[number] = stored.response
-            elif key not in first_with_key:
-                first_with_key[key] = number
-                todo.append(number)
+        responses, todo, first_with_key = _idempotent(pushes, earlier)
         if checked is not None and len(todo) != len(pushes):
             # Checked ahead for all of them, but some had landed (a resumed ingest):
             # which item of the group wins changes, so the rest is checked again.
@@ -308,6 +314,41 @@ class Catalog:
             replayed[:] = [number not in done for number in range(len(pushes))]
         return [r for r in responses if r is not None]
 
+    def _dry_run(self, pushes: list[Push], checked: Checked | None) -> list[dict[str, Any]]:
+        """What the pushes would answer, computed as a push computes it, with nothing written.
+
+        Idempotency keys are honoured as a push honours them: a stored key
+        answers with its push's response (or is refused for other content).
+        """
+        exists = self.lake.exists()
+        earlier = self._earlier_pushes(pushes)[1] if exists else {}
+        responses, todo, first_with_key = _idempotent(pushes, earlier)
+        if len(todo) != len(pushes):
+            checked = None
+        group = [pushes[n] for n in todo]
+        if group:
+            parsed, sizes, request_ids, received_at = _group(group)
+            if checked is None:
+                checked = check_group(parsed, request_ids, _strict_rows(group, sizes))
+            if exists:
+                items = self._identified(checked, request_ids, received_at)
+                known = items.frame["known"].to_numpy(dtype=bool)
+                ids = pd.Series(np.where(known, items.frame["object_id"].astype(object), None))
+            else:
+                kept = checked.client_ids[checked.keep]
+                items = Batch(pd.DataFrame({"client_item_id": kept.to_numpy()}), {})
+                ids = pd.Series([None] * len(kept), dtype=object)
+            items = Batch(items.frame.assign(object_id=ids.astype(object)), items.lists)
+            answers = plan_responses(
+                group, checked, items, failures(group, checked), warned(group, checked)
+            )
+            for number, answer in zip(todo, answers, strict=True):
+                responses[number] = {**answer, DRY_RUN_KEY: True}
+        for number, push in enumerate(pushes):
+            if responses[number] is None:
+                responses[number] = responses[first_with_key[push.idempotency_key or ""]]
+        return [r for r in responses if r is not None]
+
     def _write(
         self, pushes: list[Push], fence: int, checked: Checked | None = None
     ) -> list[dict[str, Any]]:
@@ -320,18 +361,10 @@ class Catalog:
         """
         first = pushes[0]
         replay = first.replay
-        parsed = combine([p.parsed for p in pushes])
-        sizes = np.array([len(p.parsed.item_json) for p in pushes], dtype="int64")
-        request_ids = pd.Series(np.repeat([p.request_id for p in pushes], sizes), dtype=object)
-        received_at = pd.Series(
-            np.repeat(
-                pd.DatetimeIndex([pd.Timestamp(p.received_at) for p in pushes]).tz_convert("UTC"),
-                sizes,
-            )
-        ).astype("datetime64[us, UTC]")
+        parsed, sizes, request_ids, received_at = _group(pushes)
         try:
             if checked is None:
-                checked = check_group(parsed, request_ids)
+                checked = check_group(parsed, request_ids, _strict_rows(pushes, sizes))
         except LAKE_ERRORS as exc:
             self._ensured = False
             raise write_failed(
@@ -347,7 +380,8 @@ class Catalog:
         # finished by replaying the raw table (``Catalog.repair``), and so that
         # any number of writers stay correct (docs/design.md, "Writers"):
         #   1. raw     - the journal: once it commits, the pushes can be replayed whole.
-        #   2. rejects - append; a replay skips it when the request id is present.
+        #   2. rejects, warnings - appends; a replay skips each when the request id
+        #                is present.
         #   3. items   - upsert that assigns ids, fenced: a writer that another beat
         #                allocates again. Idempotent, and never rolls a newer row
         #                back (updated_at guard), so a replay is harmless.
@@ -367,12 +401,17 @@ class Catalog:
                 replay and self.lake.has("rejects", "request_id", first.request_id)
             ):
                 self.lake.append("rejects", reject_rows(pushes, failed_by_push), metadata)
+            warned_by_push = warned(pushes, checked)
+            if any(warned_by_push) and not (
+                replay and self.lake.has("warnings", "request_id", first.request_id)
+            ):
+                self.lake.append("warnings", warning_rows(pushes, warned_by_push), metadata)
             items = self._store_items(checked, request_ids, received_at, metadata)
             if len(items):
                 known = items.frame["known"].to_numpy(dtype=bool)
                 records = derive_records(items, None, self.synonyms)
                 self.lake.upsert_fenced("records", records.table(RECORDS), metadata, known)
-            answers = plan_responses(pushes, checked, items, failed_by_push)
+            answers = plan_responses(pushes, checked, items, failed_by_push, warned_by_push)
             return self._store_pushes(pushes, answers, sizes, fence, metadata)
         except (*LAKE_ERRORS, pa.ArrowException) as exc:
             self._ensured = False
@@ -539,6 +578,7 @@ class Catalog:
                 first.get("flow_run_id"),
                 first.get("idempotency_key"),
                 replay=True,
+                strict=bool(strict_of([first.get("strict")])[0]),
             )
             responses.append(self._ingest([replay])[0])
         return responses
@@ -582,7 +622,7 @@ class Catalog:
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""
         rows = []
-        for name in ("raw", "items", "records", "rejects", "pushes", "files", "runs"):
+        for name in ("raw", "items", "records", "rejects", "warnings", "pushes", "files", "runs"):
             for commit in self.lake.history(name, limit):
                 rows.append(
                     {
@@ -613,6 +653,20 @@ class Catalog:
         )
         return frame
 
+    def warnings(self) -> pd.DataFrame:
+        """Every item stored with warnings: request id, index, each value dropped or repaired.
+
+        Each warning's ``value`` is the value as it was sent; ``action`` says
+        what was done (``dropped``, or ``repaired`` to ``repaired_to``).
+        """
+        frame = _pandas(self.lake.read("warnings")).sort_values(
+            ["warned_at", "index"], ignore_index=True
+        )
+        frame["warnings"] = frame["warnings"].map(
+            lambda warnings: [{**w, "value": _sent(w["value"])} for w in warnings]
+        )
+        return frame
+
     def pushes(self) -> pd.DataFrame:
         """One row per push with its response counts and timing."""
         return _pandas(self.lake.read("pushes")).sort_values("received_at", ignore_index=True)
@@ -635,6 +689,59 @@ class Earlier:
     @property
     def response(self) -> dict[str, Any]:
         return json.loads(self.response_json)
+
+
+def _group(pushes: list[Push]) -> tuple[ParsedPush, np.ndarray, pd.Series, pd.Series]:
+    """A group of pushes as one batch: the items, each push's size, each item's push and time."""
+    parsed = combine([p.parsed for p in pushes])
+    sizes = np.array([len(p.parsed.item_json) for p in pushes], dtype="int64")
+    request_ids = pd.Series(np.repeat([p.request_id for p in pushes], sizes), dtype=object)
+    received_at = pd.Series(
+        np.repeat(
+            pd.DatetimeIndex([pd.Timestamp(p.received_at) for p in pushes]).tz_convert("UTC"),
+            sizes,
+        )
+    ).astype("datetime64[us, UTC]")
+    return parsed, sizes, request_ids, received_at
+
+
+def _strict_rows(pushes: list[Push], sizes: np.ndarray) -> np.ndarray:
+    return np.repeat([p.strict for p in pushes], sizes).astype(bool)
+
+
+def _idempotent(
+    pushes: list[Push], earlier: dict[str, Earlier]
+) -> tuple[list[dict[str, Any] | None], list[int], dict[str, int]]:
+    """Which pushes to carry out, and the stored answers of those whose key was used.
+
+    Returns the responses known so far (a stored push under the same key
+    and payload answers for one), the numbers of the pushes to carry out,
+    and, per key, the first push of the group that uses it (a key repeated
+    within the group takes that push's answer).
+
+    Raises:
+        PushError: a key was used, here or before, with a different payload.
+    """
+    responses: list[dict[str, Any] | None] = [None] * len(pushes)
+    todo: list[int] = []
+    first_with_key: dict[str, int] = {}
+    for number, push in enumerate(pushes):
+        key = push.idempotency_key
+        if key is None:
+            todo.append(number)
+            continue
+        stored = earlier.get(f"key:{key}")
+        digest = stored.digest if stored is not None else None
+        if key in first_with_key:
+            digest = pushes[first_with_key[key]].digest
+        if digest is not None and digest != push.digest:
+            raise _conflict(key)
+        if stored is not None:
+            responses[number] = stored.response
+        elif key not in first_with_key:
+            first_with_key[key] = number
+            todo.append(number)
+    return responses, todo, first_with_key
 
 
 def _conflict(key: str, *, after_write: bool = False) -> PushError:

@@ -1,7 +1,8 @@
 """The lake's invariants, checked on the tables themselves (``catalog-lake check``).
 
 1. Every received item is in ``raw``, and for its push in exactly one of the
-   stored items or ``rejects``; received = success + failed.
+   stored items or ``rejects``; received = success + failed. A ``warnings``
+   row belongs to a stored item, once.
 2. Each ``client_item_id`` has one row in ``items`` and in ``records``, and one
    service id for its whole life; no two ids are equal. The key snapshot a new
    process starts from agrees with ``items``.
@@ -50,6 +51,7 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     ).to_pandas()
     pushes = catalog.lake.read("pushes").to_pandas()
     rejects = catalog.lake.read("rejects", 'SELECT request_id, "index" FROM "rejects"').to_pandas()
+    warned = catalog.lake.read("warnings", 'SELECT request_id, "index" FROM "warnings"').to_pandas()
     items = catalog.lake.read("items", 'SELECT client_item_id, object_id FROM "items"').to_pandas()
     records = catalog.lake.read(
         "records", 'SELECT client_item_id, object_id FROM "records"'
@@ -105,6 +107,15 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
         1,
         "an item was rejected twice for one push",
         duplicated_rejects[key].to_dict(orient="records"),
+    )
+    warned = warned[warned["request_id"].isin(done)]
+    stored_raw = raw_done[raw_done["passed"]][key]
+    strays = warned.merge(stored_raw, on=key, how="left", indicator=True)
+    violation(
+        1,
+        "a warning belongs to no stored item of its push, or an item was warned twice",
+        strays[strays["_merge"] != "both"][key].to_dict(orient="records")
+        + warned[warned.duplicated(key)][key].to_dict(orient="records"),
     )
 
     # 2. one row per client_item_id, unique ids, records agree with items.

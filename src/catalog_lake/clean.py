@@ -320,6 +320,104 @@ def is_url(value: object) -> bool:
     return isinstance(value, str) and re.fullmatch(_URL, value, re.I) is not None
 
 
+# --- repairs: values with exactly one reading (issue 19) ---------------------------
+
+#: What the WHATWG URL standard does to a URL as typed: leading and trailing
+#: C0 controls and spaces are stripped, tabs and newlines inside removed, and
+#: a space or ``"<>`` in the path, query or fragment percent-encoded.
+_URL_EDGES = "".join(map(chr, range(0x21)))  # C0 controls and the space
+_URL_REMOVED = re.compile(r"[\t\n\r]")
+_URL_ENCODED = re.compile(r'[ "<>]')
+_URL_HEAD = re.compile(r"(https?://[^\s/?#<>\"]+)((?:[/?#].*)?)", re.I | re.S)
+
+
+def repaired_url(value: str) -> str | None:
+    """The URL a browser would request for ``value``; None when that is not an http(s) URL.
+
+    Only the repairs the URL standard itself makes, so the result names the
+    same resource: nothing is guessed about a host, a scheme or a path.
+    """
+    head = _URL_HEAD.fullmatch(_URL_REMOVED.sub("", value.strip(_URL_EDGES)))
+    if head is None:
+        return None
+    rest = _URL_ENCODED.sub(lambda m: f"%{ord(m.group()):02X}", head.group(2))
+    fixed = head.group(1) + rest
+    return fixed if fixed != value and urls_ok(pa.array([fixed]))[0] else None
+
+
+_ZEROS_PAST_CENTS = re.compile(r"([0-9]{1,10})\.([0-9]{0,2}?)0+")
+
+
+def repaired_money(value: str) -> str | None:
+    """A price sent with more than two decimals that are all trailing zeros, without them.
+
+    ``42.000000`` is exactly ``42``; ``12.345`` is not a price, and is not rounded.
+    """
+    match = _ZEROS_PAST_CENTS.fullmatch(value.strip())
+    if match is None or len(value.strip().split(".")[1]) <= 2:
+        return None
+    whole, cents = match.groups()
+    return whole + (f".{cents}" if cents else "")
+
+
+_DURATION_PART = re.compile(r"([0-9]+(?:[.,][0-9]+)?)([YMWDHS])")
+
+
+def repaired_duration(value: str) -> str | None:
+    """An ISO 8601 duration for text with exactly one reading as one; None otherwise.
+
+    The one rewrite: a designator on the wrong side of the ``T`` that starts
+    the time part, or the ``T`` left out. Hours and seconds exist only after
+    it and years, weeks and days only before it, so ``P3H`` is ``PT3H``,
+    ``P1D12H`` is ``P1DT12H``, ``PT2D`` is ``P2D`` and ``P1DT`` is ``P1D``.
+    An ``M`` keeps its side of a ``T`` that was sent; without one, it is moved
+    only after hours (``P1H30M``: minutes) or kept before days (``P1M2D3H``:
+    months). Alone with seconds (``P2M30S``) it may be either, and the value is
+    left alone, as is anything out of order.
+    """
+    text = value.strip().upper()
+    if not text.startswith("P") or text.count("T") > 1:
+        return None
+    before, _, after = text[1:].partition("T")
+    sent_t = "T" in text
+    sides = []
+    for side, body in ((0, before), (1, after)):
+        parts = _DURATION_PART.findall(body)
+        if "".join(n + u for n, u in parts) != body:
+            return None
+        sides += [(side, n, u) for n, u in parts]
+    if not sides:
+        return None
+    date, time = [], []
+    has_hours = any(u == "H" for _, _, u in sides)
+    for position, (side, number, unit) in enumerate(sides):
+        if unit in "YWD":
+            date.append((number, unit))
+        elif unit in "HS":
+            time.append((number, unit))
+        elif sent_t:
+            (time if side else date).append((number, unit))
+        else:
+            later = {u for _, _, u in sides[position + 1 :]}
+            if later & {"W", "D"}:
+                date.append((number, unit))  # before days or weeks: months
+            elif has_hours and not later & {"H"}:
+                time.append((number, unit))  # after the hours: minutes
+            else:
+                return None
+    fixed = (
+        "P"
+        + "".join(n + u for n, u in date)
+        + ("T" + "".join(n + u for n, u in time) if time else "")
+    )
+    in_order = [u for _, u in date] == sorted((u for _, u in date), key="YMWD".index) and [
+        u for _, u in time
+    ] == sorted((u for _, u in time), key="HMS".index)
+    if not in_order or fixed == text or not durations(pa.array([fixed]))[0][0].is_valid:
+        return None
+    return fixed
+
+
 def list_array(elements: pd.Series, length: int) -> pa.ListArray:
     """Build an Arrow list<string> column from exploded elements.
 

@@ -82,6 +82,13 @@ LakeOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+StrictValues = Annotated[
+    bool,
+    typer.Option(
+        "--strict-values",
+        help="Refuse an item for a value that would be dropped or repaired (a warning).",
+    ),
+]
 AlwaysJson = Annotated[
     bool,
     typer.Option("--json", help="Prints JSON either way; accepted like every command's --json."),
@@ -148,6 +155,14 @@ def push(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 3 when any item of any push failed.")
     ] = False,
+    strict_values: StrictValues = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Answer what each push would, write nothing; a new item's service id is null.",
+        ),
+    ] = False,
     as_json: AlwaysJson = False,
 ) -> None:
     """Push each file as one push and print its push response as JSON."""
@@ -159,7 +174,12 @@ def push(
     for path in files:
         try:
             parsed = read_push(path)
-            response = catalog.push(parsed, source="-" if path == "-" else path)
+            response = catalog.push(
+                parsed,
+                source="-" if path == "-" else path,
+                strict=strict_values,
+                dry_run=dry_run,
+            )
         except OSError as exc:
             say_error(f"{path}: {exc.strerror or exc}")
             whole_failures += 1
@@ -282,6 +302,42 @@ def rejects(
 
 
 @app.command()
+def warnings(
+    lake: LakeOption = None,
+    request_id: Annotated[str | None, typer.Option(help="Only this push.")] = None,
+    code: Annotated[str | None, typer.Option(help="Only items warned with this code.")] = None,
+    limit: Annotated[int, typer.Option(min=0, help="At most this many items.")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """Show items stored with warnings: each value dropped or repaired, as sent."""
+    frame = _catalog(lake).warnings()
+    if request_id:
+        frame = frame[frame["request_id"] == request_id]
+    if code:
+        frame = frame[frame["codes"].map(lambda codes: code in list(codes))]
+    if as_json:
+        _show(frame.head(limit), True, "")
+        return
+    view = pd.DataFrame(
+        {
+            "request_id": frame["request_id"],
+            "index": frame["index"],
+            "client_item_id": frame["client_item_id"],
+            "warnings": frame["warnings"].map(lambda warnings: "; ".join(map(_done, warnings))),
+        }
+    )
+    _show(view.head(limit), False, f"items stored with warnings ({len(frame)})")
+
+
+def _done(warning: dict[str, Any]) -> str:
+    """One warning in a few words: the field, the value as sent, what was done (--json: all)."""
+    sent = json.dumps(warning["value"], ensure_ascii=False)
+    if warning["action"] == "repaired":
+        return f"{warning['field']} {sent} repaired to {json.dumps(warning['repaired_to'])}"
+    return f"{warning['field']} {sent} dropped ({warning['code']})"
+
+
+@app.command()
 def history(
     lake: LakeOption = None,
     limit: Annotated[int, typer.Option(min=0, help="Rows of each kind to show.")] = 20,
@@ -336,6 +392,14 @@ def ingest(
             envvar="CATALOG_LAKE_DASK_ADDRESS",
         ),
     ] = None,
+    strict_values: StrictValues = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Check the feeds and report what a run would store; write nothing.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
@@ -355,6 +419,8 @@ def ingest(
                 group_items=group_items,
                 workers=workers,
                 dask_address=dask_address,
+                strict=strict_values,
+                dry_run=dry_run,
             )
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None

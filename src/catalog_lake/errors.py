@@ -89,3 +89,21 @@ class NoLakeError(LakeError):
 def item_error(field: str, code: ErrorCode, message: str, value: Any = None) -> dict[str, Any]:
     """Build one entry of ``catalog_push_failed_items[*].errors``."""
     return {"field": field, "code": str(code), "message": message, "value": value}
+
+
+def item_warning(
+    field: str, code: ErrorCode, message: str, value: Any, action: str, repaired_to: Any = None
+) -> dict[str, Any]:
+    """Build one entry of ``catalog_push_warning_items[*].warnings``.
+
+    ``action`` is ``dropped`` (the item is stored without the value) or
+    ``repaired`` (stored as ``repaired_to``, the value's one reading).
+    """
+    return {
+        "field": field,
+        "code": str(code),
+        "message": message,
+        "value": value,
+        "action": action,
+        "repaired_to": repaired_to,
+    }

@@ -44,7 +44,16 @@ from .parse import (
 )
 from .push import Checked, PushRequest, ShippedCheck, check_group
 from .schemas import FILES, RUNS
-from .summary import FAILED_ITEMS_KEY, SKIP_UNCHANGED, failure_codes, run_summary
+from .summary import (
+    DRY_RUN_KEY,
+    FAILED_ITEMS_KEY,
+    SKIP_UNCHANGED,
+    WARNING_ITEMS_KEY,
+    failure_codes,
+    run_summary,
+    warned_count,
+    warning_codes,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -301,6 +310,8 @@ def plan(
 
 def _seen(catalog: Catalog, root: str) -> dict[tuple[str, str], tuple[int, bool]]:
     """Per (path, checksum) under ``root``: times ingested, and whether it failed to parse."""
+    if not catalog.lake.exists():  # a dry run before the first ingest
+        return {}
     files = catalog.lake.read("files").to_pandas()
     files = files[files["source"] == root]
     seen: dict[tuple[str, str], tuple[int, bool]] = {}
@@ -427,7 +438,7 @@ def batches(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, A
         yield items[start : start + size]
 
 
-def _file_pushes(feed: FeedFile, batch_size: int) -> list[PushRequest]:
+def _file_pushes(feed: FeedFile, batch_size: int, strict: bool = False) -> list[PushRequest]:
     """A file's batches, parsed, as pushes; PushError or OSError if the file is unusable.
 
     Every batch is parsed before any is pushed, so a file whose batch 7 is
@@ -441,7 +452,7 @@ def _file_pushes(feed: FeedFile, batch_size: int) -> list[PushRequest]:
             # The key makes a retried file skip the batches that already landed.
             key = feed.batch_key(batch_size, number)
             parsed = parse_push({"items": batch}, decoded=True, repeats=repeats)
-            requests.append(PushRequest(parsed, feed.path, key))
+            requests.append(PushRequest(parsed, feed.path, key, strict))
     return requests
 
 
@@ -479,6 +490,8 @@ def ingest_files(
     workers: int = 0,
     dask_address: str | None = None,
     client: Any = None,
+    strict: bool = False,
+    dry_run: bool = False,
 ) -> list[FileResult]:
     """Push feed files in batches; never raises for a bad file, it reports it.
 
@@ -506,8 +519,10 @@ def ingest_files(
     items and counts only after that (``brief``), so a run of millions of
     items does not hold millions of ids: the full responses are in the
     ``pushes`` table, every failure in ``rejects``.
+
+    ``strict`` and ``dry_run`` are ``Catalog.push``'s, for every batch.
     """
-    writer = _GroupWriter(catalog, flow_run_id, progress, detail_items)
+    writer = _GroupWriter(catalog, flow_run_id, progress, detail_items, strict, dry_run)
     chunks = []
     if (workers > 0 or dask_address or client is not None) and len(files) > 1:
         chunks = file_groups(files, max_bytes=max(1, group_items) * ITEM_BYTES)
@@ -527,11 +542,21 @@ def ingest_files(
 class _GroupWriter:
     """Writes groups of file pushes and keeps the results of the run's files in order."""
 
-    def __init__(self, catalog: Catalog, flow_run_id, progress: Progress, detail_items: int):
+    def __init__(
+        self,
+        catalog: Catalog,
+        flow_run_id,
+        progress: Progress,
+        detail_items: int,
+        strict: bool = False,
+        dry_run: bool = False,
+    ):
         self.catalog = catalog
         self.flow_run_id = flow_run_id
         self.progress = progress
         self.detail_left = detail_items
+        self.strict = strict
+        self.dry_run = dry_run
         self.results: list[FileResult] = []
         self.wrote = False
 
@@ -547,7 +572,7 @@ class _GroupWriter:
     def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, list[PushRequest]] | None:
         """A file's pushes, parsed here; None (and the file reported) if it is unusable."""
         try:
-            requests = _file_pushes(feed, batch_size)
+            requests = _file_pushes(feed, batch_size, self.strict)
         except (PushError, OSError) as exc:
             self.invalid(feed, exc)
             return None
@@ -577,7 +602,11 @@ class _GroupWriter:
         replayed: list[bool] = []
         try:
             responses = self.catalog.push_many(
-                requests, flow_run_id=self.flow_run_id, checked=checked, replayed=replayed
+                requests,
+                flow_run_id=self.flow_run_id,
+                checked=checked,
+                replayed=replayed,
+                dry_run=self.dry_run,
             )
         except PushError as exc:
             if _disk_full(exc):
@@ -591,7 +620,7 @@ class _GroupWriter:
             for result, _ in group:
                 result.status, result.error = "error", str(exc)
         else:
-            self.wrote = True
+            self.wrote = not self.dry_run
             position = 0
             for result, file_requests in group:
                 end = position + len(file_requests)
@@ -648,7 +677,7 @@ class CheckedFiles:
     checked: ShippedCheck | None
 
 
-def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
+def check_files(files: list[FeedFile], batch_size: int, strict: bool = False) -> CheckedFiles:
     """Read, parse, validate and type some feed files: a group's work that needs no lake.
 
     Runs on a Dask worker (``ingest_files``); what it returns is what the
@@ -659,7 +688,7 @@ def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
     with collector_paused(collect=True):
         for feed in files:
             try:
-                file_requests = _file_pushes(feed, batch_size)
+                file_requests = _file_pushes(feed, batch_size, strict)
             except (PushError, OSError) as exc:
                 pushes.append(str(exc))
                 continue
@@ -670,9 +699,10 @@ def check_files(files: list[FeedFile], batch_size: int) -> CheckedFiles:
             parsed = combine([request.payload for request in requests])
             sizes = [len(request.payload.item_json) for request in requests]
             groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
-            checked = ShippedCheck.of(check_group(parsed, groups))
+            checked = ShippedCheck.of(check_group(parsed, groups, strict))
     received = [
-        PushRequest(r.payload.received_only(), r.source, r.idempotency_key) for r in requests
+        PushRequest(r.payload.received_only(), r.source, r.idempotency_key, strict)
+        for r in requests
     ]
     return CheckedFiles(pushes, received, checked)
 
@@ -723,7 +753,9 @@ def _ingest_on_dask(
 
     def submit() -> None:
         while len(in_flight) < ahead and (chunk := next(upcoming, None)) is not None:
-            in_flight.append((chunk, client.submit(check_files, chunk, batch_size, pure=False)))
+            in_flight.append(
+                (chunk, client.submit(check_files, chunk, batch_size, writer.strict, pure=False))
+            )
 
     submit()
     while in_flight:
@@ -764,13 +796,17 @@ def _write_in_process(writer: _GroupWriter, chunk: list[FeedFile], batch_size: i
 def brief(response: dict[str, Any]) -> dict[str, Any]:
     """A push response with counts but without its per-item lists.
 
-    ``failure_codes`` keeps what the run summary's top codes need.
+    ``failure_codes``, ``warning_codes`` and ``warned`` keep what the run
+    summary's totals and top codes need.
     """
     return {
         **response,
         "items": [],
         FAILED_ITEMS_KEY: [],
+        WARNING_ITEMS_KEY: [],
         "failure_codes": dict(failure_codes(response)),
+        "warning_codes": dict(warning_codes(response)),
+        "warned": warned_count(response),
         "detail": "omitted from the run summary; the pushes table has the full response",
     }
 
@@ -846,6 +882,8 @@ def ingest(
     workers: int = 0,
     dask_address: str | None = None,
     client: Any = None,
+    strict: bool = False,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Ingest every new or changed feed file under ``source``; return the run summary.
 
@@ -856,11 +894,17 @@ def ingest(
     for the run, ``dask_address`` uses a running scheduler, and ``client``
     an open Dask client (a flow's ``DaskTaskRunner``): its workers check
     groups while this process writes them (``ingest_files``).
+
+    ``strict`` refuses items for warnings too. ``dry_run`` answers what the
+    run would, writing nothing: no lake is created, nothing is repaired,
+    and the files are not recorded, so a real run afterwards reads them all.
     """
     started, started_at = time.perf_counter(), catalog.clock()
-    catalog.lake.ensure()
-    # A push interrupted earlier (a killed run) is finished before new work.
-    repaired = [r["catalog_push_request_id"] for r in catalog.repair()]
+    repaired = []
+    if not dry_run:
+        catalog.lake.ensure()
+        # A push interrupted earlier (a killed run) is finished before new work.
+        repaired = [r["catalog_push_request_id"] for r in catalog.repair()]
     if repaired:
         progress("repaired", pushes=len(repaired))
     plan_ = plan(catalog, source, pattern, force)
@@ -883,8 +927,11 @@ def ingest(
         workers,
         dask_address,
         client,
+        strict,
+        dry_run,
     )
-    _recorded(lambda: record_files(catalog, plan_, results, flow_run_id), "the files it read")
+    if not dry_run:
+        _recorded(lambda: record_files(catalog, plan_, results, flow_run_id), "the files it read")
     summary = run_summary(
         plan_.run_id,
         results,
@@ -894,6 +941,9 @@ def ingest(
         skipped_reasons=plan_.reasons,
     )
     summary["repaired"] = repaired
+    if dry_run:
+        summary[DRY_RUN_KEY] = True
+        return summary
     _recorded(
         lambda: record_run(catalog, "ingest", plan_.run_id, started_at, summary, flow_run_id),
         "its summary",

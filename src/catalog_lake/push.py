@@ -24,7 +24,7 @@ from .errors import PushError
 from .items import typed_items
 from .parse import ParsedPush, parse_push, payload_from_raw
 from .records import Batch
-from .schemas import RAW, REJECTS
+from .schemas import RAW, REJECTS, WARNINGS
 from .summary import push_response
 from .validate import Validation, validate
 from .validate import client_ids as client_ids_of
@@ -42,6 +42,8 @@ class Push:
     flow_run_id: str | None = None
     idempotency_key: str | None = None
     replay: bool = False
+    #: Refuse items for warnings too (``Catalog.push(strict=True)``).
+    strict: bool = False
 
     @cached_property
     def digest(self) -> str:
@@ -65,6 +67,7 @@ class PushRequest:
     payload: Any
     source: str | None = None
     idempotency_key: str | None = None
+    strict: bool = False
 
 
 @dataclass
@@ -92,15 +95,18 @@ class Derived:
     records: Batch
 
 
-def check_group(parsed: ParsedPush, groups: pd.Series) -> Checked:
+def check_group(
+    parsed: ParsedPush, groups: pd.Series, strict: bool | np.ndarray = False
+) -> Checked:
     """Validate a group of pushes and type the items that will be stored.
 
     ``groups`` names each item's push: duplicates are judged within a push,
     and across pushes the last valid occurrence wins (``keep``), as it would
-    have if the pushes came one after another. Pure: no lake, no clock, so
-    it can run in another process.
+    have if the pushes came one after another. ``strict`` is one flag, or
+    one per item (``validate``). Pure: no lake, no clock, so it can run in
+    another process.
     """
-    checked = validate(parsed, groups=groups)
+    checked = validate(parsed, groups=groups, strict=strict)
     client_ids = client_ids_of(checked.frame)
     passed = checked.passed
     superseded = pd.Series(False, index=passed.index)
@@ -112,6 +118,7 @@ def check_group(parsed: ParsedPush, groups: pd.Series) -> Checked:
         frame=checked.frame.filter(pl.Series([False] * len(keep))),
         errors=checked.errors,
         size=len(keep),
+        warnings=checked.warnings,
     )
     return Checked(checked, client_ids, keep, typed)
 
@@ -131,6 +138,7 @@ class ShippedCheck:
     keep: pa.Array
     errors: dict[int, list[dict[str, Any]]]
     size: int
+    warnings: dict[int, list[dict[str, Any]]]
 
     @classmethod
     def of(cls, checked: Checked) -> ShippedCheck:
@@ -142,6 +150,7 @@ class ShippedCheck:
             pa.array(checked.keep.to_numpy(dtype=bool)),
             checked.checked.errors,
             checked.checked.size,
+            checked.checked.warnings,
         )
 
     def unpacked(self) -> Checked:
@@ -149,7 +158,10 @@ class ShippedCheck:
         frame = self.typed.to_pandas(types_mapper=_nullable_ints)
         return Checked(
             Validation(
-                frame=Cells(pl.DataFrame(), pl.DataFrame()), errors=self.errors, size=self.size
+                frame=Cells(pl.DataFrame(), pl.DataFrame()),
+                errors=self.errors,
+                size=self.size,
+                warnings=self.warnings,
             ),
             pd.Series(self.client_ids.to_numpy(zero_copy_only=False), dtype=object),
             pd.Series(self.keep.to_numpy(zero_copy_only=False), dtype=bool),
@@ -163,16 +175,25 @@ def _nullable_ints(kind: pa.DataType) -> Any:
 
 def failures(pushes: list[Push], checked: Checked) -> list[list[dict[str, Any]]]:
     """Each push's failed items, numbered within the push (what ``rejects`` receives)."""
+    return _by_push(pushes, checked, checked.checked.errors, "errors")
+
+
+def warned(pushes: list[Push], checked: Checked) -> list[list[dict[str, Any]]]:
+    """Each push's items stored with warnings, numbered within the push (``warnings`` table)."""
+    return _by_push(pushes, checked, checked.checked.warnings, "warnings")
+
+
+def _by_push(pushes: list[Push], checked: Checked, found: dict, key: str) -> list[list[dict]]:
     offsets = _offsets(pushes)
-    client_list = [_str_or_none(c) for c in checked.client_ids.tolist()]
-    failed_by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
-    for index, errs in checked.checked.errors.items():
+    client_list = checked.client_ids.tolist()
+    by_push: list[list[dict[str, Any]]] = [[] for _ in pushes]
+    for index, entries in found.items():
         number = int(np.searchsorted(offsets, index, side="right")) - 1
         within = index - int(offsets[number])
-        failed_by_push[number].append(
-            {"index": within, "client_item_id": client_list[index], "errors": errs}
+        by_push[number].append(
+            {"index": within, "client_item_id": _str_or_none(client_list[index]), key: entries}
         )
-    return failed_by_push
+    return by_push
 
 
 def _offsets(pushes: list[Push]) -> np.ndarray:
@@ -185,8 +206,13 @@ def plan_responses(
     checked: Checked,
     items: Batch,
     failed_by_push: list[list[dict[str, Any]]],
+    warned_by_push: list[list[dict[str, Any]]],
 ) -> list[dict[str, Any]]:
-    """Each push's response: its stored items with their service ids, and its failures."""
+    """Each push's response: its stored items with their service ids, failures and warnings.
+
+    In a dry run an item new to the lake has no id yet: ``items`` says so
+    with a null ``object_id``, and the response maps it to null.
+    """
     offsets = _offsets(pushes)
     passed = checked.checked.passed.to_numpy(dtype=bool)
     id_of = dict(
@@ -203,7 +229,11 @@ def plan_responses(
         stored = [
             (c, id_of[c]) for c, ok in zip(client_list[lo:hi], passed[lo:hi], strict=True) if ok
         ]
-        responses.append(push_response(push.request_id, hi - lo, stored, failed_by_push[number]))
+        responses.append(
+            push_response(
+                push.request_id, hi - lo, stored, failed_by_push[number], warned_by_push[number]
+            )
+        )
     return responses
 
 
@@ -241,6 +271,7 @@ def raw_rows(
             "source": per_item([p.source for p in pushes]),
             "flow_run_id": per_item([p.flow_run_id for p in pushes]),
             "idempotency_key": per_item([p.idempotency_key for p in pushes]),
+            "strict": pa.array(np.repeat([p.strict for p in pushes], sizes).astype(bool)),
         },
         schema=RAW,
     )
@@ -263,6 +294,35 @@ def reject_rows(pushes: list[Push], failed_by_push: list[list[dict[str, Any]]]) 
         for f in failed
     ]
     return pa.Table.from_pylist(rows, schema=REJECTS)
+
+
+def warning_rows(pushes: list[Push], warned_by_push: list[list[dict[str, Any]]]) -> pa.Table:
+    """Warnings-table rows: one per item stored with warnings, each value as JSON text."""
+    rows = [
+        {
+            "request_id": push.request_id,
+            "index": w["index"],
+            "client_item_id": w["client_item_id"],
+            "codes": list(dict.fromkeys(e["code"] for e in w["warnings"])),
+            "warnings": [
+                {
+                    **e,
+                    "value": json.dumps(e["value"], ensure_ascii=False),
+                    "repaired_to": e["repaired_to"],
+                }
+                for e in w["warnings"]
+            ],
+            "warned_at": push.received_at,
+        }
+        for push, items in zip(pushes, warned_by_push, strict=True)
+        for w in items
+    ]
+    return pa.Table.from_pylist(rows, schema=WARNINGS)
+
+
+def strict_of(values: list[bool | None]) -> np.ndarray:
+    """Each raw row's strictness; rows from before warnings existed were judged strictly."""
+    return np.array([True if v is None else bool(v) for v in values], dtype=bool)
 
 
 def unfinished(

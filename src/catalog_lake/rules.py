@@ -106,6 +106,17 @@ WRONG_KIND: dict[str, ErrorCode] = {
 }
 
 
+ERROR, WARNING = "error", "warning"
+
+#: Text sellers send for "no value" (compared trimmed and case-blind); "undefined"
+#: is what JavaScript makes of a missing value. Treated as absent only where the
+#: value could not be valid anyway: an optional field whose rule gives its text a
+#: shape (a flag, count, price, date, duration or list). Free text keeps them:
+#: "None" is a true answer to ``additives_info``.
+PLACEHOLDERS = ("na", "n/a", "-", "null", "none", "undefined")
+PLACEHOLDER_RULES = frozenset({"count", "money", "flag", "date", "duration", "urls", "list"})
+
+
 @dataclass(frozen=True)
 class Rule:
     """One input field: where it sits in an item, its rule, its limit, its column."""
@@ -115,6 +126,9 @@ class Rule:
     column: str  # its column in the items table
     required: bool = False
     max_chars: int = settings.MAX_TEXT_CHARS
+    #: ``error`` refuses the item; ``warning`` drops or repairs the value and
+    #: stores the item (issue 19). ``strict`` pushes treat every one as an error.
+    severity: str = WARNING
 
     @property
     def arrow(self) -> pa.DataType:
@@ -123,13 +137,15 @@ class Rule:
 
 
 def _rules() -> tuple[Rule, ...]:
-    ids, names = settings.MAX_ID_CHARS, settings.MAX_NAME_CHARS
+    ids, names, text = settings.MAX_ID_CHARS, settings.MAX_NAME_CHARS, settings.MAX_TEXT_CHARS
+    # Errors: what identifies and names the product, what files it, and what its
+    # price is computed from. Everything else costs only its own value.
     top = [
-        Rule("client_item_id", "key", "client_item_id", True, ids),
-        Rule("lake_category", "text", "lake_category", True, names),
+        Rule("client_item_id", "key", "client_item_id", True, ids, ERROR),
+        Rule("lake_category", "text", "lake_category", True, names, ERROR),
         Rule("lake_category_id", "id", "lake_category_id", False, ids),
         Rule("product_type", "text", "product_type", False, names),
-        Rule("name", "text", "name", True, names),
+        Rule("name", "text", "name", True, names, ERROR),
         Rule("description", "text", "description"),
         Rule("short_description", "text", "short_description"),
         Rule("category", "text", "category", False, names),
@@ -141,9 +157,9 @@ def _rules() -> tuple[Rule, ...]:
         Rule("inventory_info.min_qty", "count", "min_qty"),
         Rule("inventory_info.max_qty", "count", "max_qty"),
         Rule("inventory_info.is_in_stock", "flag", "is_in_stock"),
-        Rule("pricing_info.mrp", "money", "mrp", True),
-        Rule("pricing_info.sale_price", "money", "sale_price", True),
-        Rule("pricing_info.discounted_price", "money", "discounted_price"),
+        Rule("pricing_info.mrp", "money", "mrp", True, text, ERROR),
+        Rule("pricing_info.sale_price", "money", "sale_price", True, text, ERROR),
+        Rule("pricing_info.discounted_price", "money", "discounted_price", False, text, ERROR),
         Rule("pricing_info.discount_start_date", "date", "discount_start_date"),
         Rule("pricing_info.discount_end_date", "date", "discount_end_date"),
     ]
@@ -233,9 +249,51 @@ def message(code: ErrorCode, field: str, value: Any, detail: str = "") -> str:
     return f"{field} is invalid: {shown(value)}"
 
 
+def warning_message(
+    code: ErrorCode, field: str, value: Any, detail: str, action: str, to: Any = None
+) -> str:
+    """The message of one warning: what was wrong with the value, and what was done."""
+    detail = str(detail)
+    if detail == "placeholder":
+        return f"{field} {shown(value)} is a placeholder for no value; stored as absent"
+    if detail == "empty list":
+        return f"{field} is an empty list where an object is expected; taken as no {field}"
+    if detail == "nonfinite":
+        return (
+            f"{field} is {value}, which JSON cannot carry; the field outside the spec that "
+            "holds it was dropped"
+        )
+    if detail == "window dropped":
+        return (
+            f"{field} {shown(value)} was not applied: its discount window is invalid or "
+            "was dropped, and a discount without its window would never end; the item "
+            "sells at pricing_info.sale_price"
+        )
+    where = detail if detail.startswith(f"{field}[") else field
+    if action == "repaired":
+        if code is ErrorCode.INVALID_URL:
+            why = "holds characters a URL may not contain (spaces, quotes, <, >, line breaks)"
+            how = "percent-encoded as the URL standard does"
+        elif code is ErrorCode.INVALID_PRICE:
+            why = "has more than two decimals, but those past the cents are all zeros"
+            how = "without them"
+        else:
+            why = "is not an ISO 8601 duration, but has exactly one reading as one"
+            how = "rewritten"
+        return f"{where} {shown(value)} {why}; stored {how}: {shown(to)}"
+    if where != field:  # one element of a list
+        return f"{where} {shown(value)} is not an http(s) URL; dropped, the other images kept"
+    said = message(code, field, value, detail)
+    return f"{said}; the value was dropped and the item stored"
+
+
 __all__ = [
     "ACCEPTS",
     "ARROW",
+    "ERROR",
+    "PLACEHOLDERS",
+    "PLACEHOLDER_RULES",
+    "WARNING",
     "ATTRIBUTE_KEYS",
     "CONTAINERS",
     "KINDS",
@@ -244,4 +302,5 @@ __all__ = [
     "Rule",
     "TOP_LEVEL",
     "message",
+    "warning_message",
 ]

@@ -92,6 +92,9 @@ RAW = pa_.schema(
         pa_.field("source", pa_.string()),
         pa_.field("flow_run_id", pa_.string()),
         pa_.field("idempotency_key", pa_.string()),
+        # True: a strict push, whose warnings refused items. Null on rows written
+        # before warnings existed, which were all judged so (``push.strict_of``).
+        pa_.field("strict", pa_.bool_()),
     ]
 )
 
@@ -112,6 +115,28 @@ REJECTS = pa_.schema(
         pa_.field("codes", STR_LIST),
         pa_.field("errors", pa_.list_(ERROR)),
         pa_.field("rejected_at", TS, nullable=False),
+    ]
+)
+
+WARNING = pa_.struct(
+    [
+        pa_.field("field", pa_.string()),
+        pa_.field("code", pa_.string()),
+        pa_.field("message", pa_.string()),
+        pa_.field("value", pa_.string()),  # the value as sent, as JSON text
+        pa_.field("action", pa_.string()),  # dropped | repaired
+        pa_.field("repaired_to", pa_.string()),  # the value stored, when repaired
+    ]
+)
+
+WARNINGS = pa_.schema(
+    [
+        pa_.field("request_id", pa_.string(), nullable=False),
+        pa_.field("index", pa_.int32(), nullable=False),
+        pa_.field("client_item_id", pa_.string()),
+        pa_.field("codes", STR_LIST),
+        pa_.field("warnings", pa_.list_(WARNING)),
+        pa_.field("warned_at", TS, nullable=False),
     ]
 )
 
@@ -164,6 +189,7 @@ TABLES: dict[str, pa_.Schema] = {
     "items": ITEMS,
     "records": RECORDS,
     "rejects": REJECTS,
+    "warnings": WARNINGS,
     "pushes": PUSHES,
     "files": FILES,
     "runs": RUNS,
@@ -195,7 +221,7 @@ STATS_COLUMNS: dict[str, list[str]] = {
 #: Nullable columns added to a table after its first release: ``Lake.ensure``
 #: adds them to an existing table instead of refusing it.
 ADDED_COLUMNS: dict[str, list[str]] = {
-    "raw": ["source", "flow_run_id", "idempotency_key"],
+    "raw": ["source", "flow_run_id", "idempotency_key", "strict"],
 }
 
 #: Columns whose values are (nearly) all distinct: ids, names, free text,

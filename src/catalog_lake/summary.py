@@ -16,20 +16,26 @@ RESPONSE_KEYS = (
     "catalog_push_failed_product_count",
     "items",
 )
-#: Our one extension to SPEC 2.7, which leaves failed-item details unstated.
+#: Our extensions to SPEC 2.7, which leaves failed-item details unstated: the
+#: items refused, and the items stored with a value dropped or repaired.
 FAILED_ITEMS_KEY = "catalog_push_failed_items"
+WARNING_ITEMS_KEY = "catalog_push_warning_items"
+#: Present (true) only on the answer of a dry run, which wrote nothing.
+DRY_RUN_KEY = "catalog_push_dry_run"
 
 
 def push_response(
     request_id: str,
     received: int,
-    stored: list[tuple[str, int]],
+    stored: list[tuple[str, int | None]],
     failed: list[dict[str, Any]],
+    warned: list[dict[str, Any]] = (),  # type: ignore[assignment]
 ) -> dict[str, Any]:
     """The SPEC 2.7 response: counts as numeric text, ids as numeric text.
 
-    ``stored`` is ``(client_item_id, service_id)`` in input order; ``failed``
-    holds one entry per failed item.
+    ``stored`` is ``(client_item_id, service_id)`` in input order, the id None
+    for an item a dry run found new; ``failed`` holds one entry per failed
+    item and ``warned`` one per stored item with warnings.
     """
     if received != len(stored) + len(failed):
         raise ValueError(f"{received} received but {len(stored)} stored + {len(failed)} failed")
@@ -38,9 +44,14 @@ def push_response(
         "catalog_push_received_product_count": str(received),
         "catalog_push_success_product_count": str(len(stored)),
         "catalog_push_failed_product_count": str(len(failed)),
-        "items": [{client_id: str(service_id)} for client_id, service_id in stored],
+        "items": [{client_id: _id(service_id)} for client_id, service_id in stored],
         FAILED_ITEMS_KEY: failed,
+        WARNING_ITEMS_KEY: list(warned),
     }
+
+
+def _id(service_id: int | None) -> str | None:
+    return None if service_id is None else str(service_id)
 
 
 def failure_codes(response: dict[str, Any]) -> Counter[str]:
@@ -53,6 +64,22 @@ def failure_codes(response: dict[str, Any]) -> Counter[str]:
     return Counter(
         error["code"] for item in response.get(FAILED_ITEMS_KEY, []) for error in item["errors"]
     )
+
+
+def warning_codes(response: dict[str, Any]) -> Counter[str]:
+    """How often each warning code occurred among a response's items stored with warnings."""
+    if "warning_codes" in response:
+        return Counter(response["warning_codes"])
+    return Counter(
+        w["code"] for item in response.get(WARNING_ITEMS_KEY, []) for w in item["warnings"]
+    )
+
+
+def warned_count(response: dict[str, Any]) -> int:
+    """Items of a response stored with warnings (a brief response counts them)."""
+    if "warned" in response:
+        return int(response["warned"])
+    return len(response.get(WARNING_ITEMS_KEY, []))
 
 
 #: Why a file is skipped when nothing else is said: the lake holds it, unchanged.
@@ -92,35 +119,44 @@ def run_summary(
         for path, response in responses
         for item in response[FAILED_ITEMS_KEY]
     ]
+    warned = [
+        {**item, "file": path, "request_id": response["catalog_push_request_id"]}
+        for path, response in responses
+        for item in response.get(WARNING_ITEMS_KEY, [])
+    ]
     received = sum(int(r["catalog_push_received_product_count"]) for _, r in responses)
     # Batches an interrupted run had stored: answered from the lake, not written again.
     already = sum(getattr(r, "already_stored", 0) for r in results)
     success = sum(int(r["catalog_push_success_product_count"]) for _, r in responses)
     complete = all("detail" not in r for _, r in responses)
     if complete:
-        summary = push_response(run_id, received, stored, failed)
+        summary = push_response(run_id, received, stored, failed, warned)
     else:
         summary = {
             "catalog_push_request_id": run_id,
             "catalog_push_received_product_count": str(received),
             "catalog_push_success_product_count": str(success),
             "catalog_push_failed_product_count": str(received - success),
-            "items": [{client_id: str(service_id)} for client_id, service_id in stored],
+            "items": [{client_id: _id(service_id)} for client_id, service_id in stored],
             FAILED_ITEMS_KEY: failed,
+            WARNING_ITEMS_KEY: warned,
         }
-    codes = Counter()
+    codes, warnings = Counter(), Counter()
     for _, response in responses:
         codes.update(failure_codes(response))
+        warnings.update(warning_codes(response))
     summary.update(
         {
             "totals": {
                 "received": received,
                 "success": success,
                 "failed": received - success,
+                "warned": sum(warned_count(r) for _, r in responses),
                 "already_stored": already,
             },
             "detail_complete": complete,
             "top_failure_codes": [{"code": c, "count": n} for c, n in codes.most_common(top)],
+            "top_warning_codes": [{"code": c, "count": n} for c, n in warnings.most_common(top)],
             "files": {
                 "ingested": [r.feed.path for r in results if r.status == "ingested"],
                 "skipped": [f.path for f in skipped],
@@ -148,15 +184,17 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     """A short human report of a run, for Prefect artifacts and terminals."""
     totals = summary["totals"]
     files = summary["files"]
+    dry = " (dry run: nothing was written)" if summary.get(DRY_RUN_KEY) else ""
     lines = [
-        f"# Ingest run `{summary['catalog_push_request_id']}`",
+        f"# Ingest run `{summary['catalog_push_request_id']}`{dry}",
         "",
-        "| received | stored | failed | files ingested | files skipped | files failed "
-        "| seconds | items/s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {totals['received']} | {totals['success']} | {totals['failed']} | "
-        f"{len(files['ingested'])} | {len(files['skipped'])} | {len(files['failed'])} | "
-        f"{summary['duration_s']} | {summary['items_per_second'] or '-'} |",
+        "| received | stored | with warnings | failed | files ingested | files skipped "
+        "| files failed | seconds | items/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {totals['received']} | {totals['success']} | {totals.get('warned', 0)} | "
+        f"{totals['failed']} | {len(files['ingested'])} | {len(files['skipped'])} | "
+        f"{len(files['failed'])} | {summary['duration_s']} | "
+        f"{summary['items_per_second'] or '-'} |",
     ]
     if totals.get("already_stored"):
         lines += [
@@ -174,6 +212,15 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     if summary["top_failure_codes"]:
         lines += ["", "## Top failure codes", "", "| code | count |", "|---|---:|"]
         lines += [f"| `{c['code']}` | {c['count']} |" for c in summary["top_failure_codes"]]
+    if summary.get("top_warning_codes"):
+        lines += [
+            "",
+            "## Top warning codes (values dropped or repaired; the items were stored)",
+            "",
+            "| code | count |",
+            "|---|---:|",
+        ]
+        lines += [f"| `{c['code']}` | {c['count']} |" for c in summary["top_warning_codes"]]
     if files["failed"]:
         lines += ["", "## Files that failed", "", "| file | status | error |", "|---|---|---|"]
         lines += [

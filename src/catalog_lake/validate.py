@@ -6,13 +6,18 @@ handful of Arrow and Polars expressions over the field's text and JSON kind
 say why in words. pandera's Polars backend checks the shape of the cells
 themselves (``CELLS``) before any rule runs. One pass collects every problem
 of every item, in the order of the rule table.
+
+A problem with a field of severity ``error`` refuses the item. One with a
+``warning`` field costs only the value: it is dropped, or repaired where it
+has exactly one reading, and reported with the value as sent (issue 19).
+Strict items (``strict=True``) are refused for either.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,18 +29,22 @@ import pyarrow.compute as pc
 
 from . import clean, settings
 from .cells import KIND, Cells
-from .errors import ErrorCode, item_error
+from .errors import ErrorCode, item_error, item_warning
 from .parse import JsonFloat, ParsedPush
 from .rules import (
     ACCEPTS,
     CONTAINERS,
+    ERROR,
     KINDS,
+    PLACEHOLDER_RULES,
+    PLACEHOLDERS,
     RULES,
     RULES_BY_SOURCE,
     WRONG_KIND,
     Rule,
     message,
     shown,
+    warning_message,
 )
 
 #: The shape every push's cells have, whatever path made them: text columns of
@@ -49,12 +58,16 @@ CELLS_KIND = pa.DataFrameSchema({r".*": pa.Column(KIND, nullable=True, regex=Tru
 
 @dataclass
 class Validation:
-    """The cleaned cells, the errors by item index, and which items passed."""
+    """The cleaned cells, the errors and warnings by item index, and which items passed.
+
+    ``warnings`` covers only items that passed: a refused item reports its errors.
+    """
 
     frame: Cells
     errors: dict[int, list[dict[str, Any]]]
     #: Items judged; the cells may be dropped once typed (``catalog.check_group``).
     size: int = -1
+    warnings: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.size < 0:
@@ -68,48 +81,216 @@ class Validation:
         return pd.Series(ok)
 
 
-def validate(parsed: ParsedPush, groups: pd.Series | None = None) -> Validation:
+def validate(
+    parsed: ParsedPush, groups: pd.Series | None = None, strict: bool | np.ndarray = False
+) -> Validation:
     """Validate a parsed push; never raises for bad items, only reports them.
 
     ``groups`` names the push of each item when several pushes are validated
     together (a group write, a backfill): ``duplicate_in_push`` applies within
-    a push only.
+    a push only. ``strict`` (one flag, or one per item) refuses an item for a
+    warning too, and repairs nothing.
     """
     cells = parsed.cells
     CELLS_TEXT.validate(cells.text)
     CELLS_KIND.validate(cells.kind)
     cleaned = prepare(cells)
-    errors: dict[int, list[dict[str, Any]]] = {k: list(v) for k, v in parsed.errors.items()}
+    if cleaned.codes is not None:  # shared with the parsed cells: warnings edit them
+        cleaned.codes = {name: kinds.copy() for name, kinds in cleaned.codes.items()}
+    strict_rows = np.broadcast_to(np.asarray(strict, dtype=bool), (len(cleaned),))
+    found = Findings(parsed, strict_rows, {k: list(v) for k, v in parsed.errors.items()})
+    _placeholders(cleaned, found)
+    _repairs(cleaned, found)
+    for rule in RULES:
+        if rule.source in cleaned.text.columns:
+            _judge(rule, cleaned, parsed, found)
+    for container in CONTAINERS:
+        if container in cells.kind.columns:
+            _judge_container(container, cells, parsed, found)
+    _judge_window(cleaned, parsed, found)
+    for row, path, text in cells.nonfinite:  # outside the spec: optional by definition
+        if found.strict[row]:
+            found.errors.setdefault(row, []).append(
+                item_error(
+                    path,
+                    ErrorCode.INVALID_NUMBER,
+                    message(ErrorCode.INVALID_NUMBER, path, text),
+                    text,
+                )
+            )
+        else:
+            found.extras.setdefault(row, []).append(path)
+            found.warn(row, path, ErrorCode.INVALID_NUMBER, text, "nonfinite")
+    errors = found.errors
+    add_duplicates(client_ids(cleaned), groups, errors)
+    errors = {i: errors[i] for i in sorted(errors)}
+    warnings = {
+        i: sorted(found.warnings[i], key=lambda w: _RANK.get(w["field"], len(_RANK)))
+        for i in sorted(found.warnings)
+        if i not in errors
+    }
+    return Validation(frame=found.settled(cleaned), errors=errors, warnings=warnings)
 
-    def add(rows: np.ndarray, field: str, code: ErrorCode, value=None, detail=None) -> None:
+
+@dataclass
+class Findings:
+    """What validation found, item by item, and the edits its warnings make to the cells.
+
+    ``add`` routes a failed check: an error for an error field or a strict
+    item, else a warning and the value dropped. ``repair`` keeps a value
+    rewritten. ``settled`` applies the drops and repairs to the cells that
+    ``items`` types, so what is stored is what the warnings say.
+    """
+
+    parsed: ParsedPush
+    strict: np.ndarray
+    errors: dict[int, list[dict[str, Any]]]
+    warnings: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    #: field -> rows whose value is dropped
+    drops: dict[str, set[int]] = field(default_factory=dict)
+    #: field -> row -> the repaired text
+    repairs: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: field -> rows whose value was a placeholder (absent, not invalid)
+    placeheld: dict[str, set[int]] = field(default_factory=dict)
+    #: row -> paths of NaN or Infinity in fields outside the spec, whose field is dropped
+    extras: dict[int, list[str]] = field(default_factory=dict)
+    #: list field -> row -> element position -> its repaired text, or None to drop it
+    elements: dict[str, dict[int, dict[int, str | None]]] = field(default_factory=dict)
+
+    def add(self, rows: np.ndarray, name: str, code: ErrorCode, value=None, detail=None) -> None:
+        """Report a failed check of field ``name`` for each row."""
+        rule = RULES_BY_SOURCE.get(name)
+        error_field = rule is None or rule.severity == ERROR
         for row in rows.tolist():
             sent = _as_sent(value(row) if callable(value) else value)
             said = detail(row) if callable(detail) else (detail or "")
-            errors.setdefault(row, []).append(
-                item_error(field, code, message(code, field, sent, said), _cut(sent))
-            )
+            if error_field or self.strict[row]:
+                self.errors.setdefault(row, []).append(
+                    item_error(name, code, message(code, name, sent, said), _cut(sent))
+                )
+            else:
+                self.drop(row, name, code, sent, said)
 
-    for rule in RULES:
-        if rule.source in cleaned.text.columns:
-            _judge(rule, cleaned, parsed, add)
-    for container in CONTAINERS:
-        if container in cells.kind.columns:
-            kind = codes(cells, container)
-            wrong = np.flatnonzero((kind != ABSENT) & (kind != CODE["null"]))
-            add(
-                wrong, container, ErrorCode.INVALID_TYPE, lambda r, c=container: _sent(parsed, r, c)
-            )
-    _judge_window(cleaned, parsed, add)
-    for row, path, text in cells.nonfinite:
-        errors.setdefault(row, []).append(
-            item_error(
-                path, ErrorCode.INVALID_NUMBER, message(ErrorCode.INVALID_NUMBER, path, text), text
-            )
+    def drop(self, row: int, name: str, code: ErrorCode, sent: Any, detail: str = "") -> None:
+        """Drop field ``name`` of item ``row``, with a warning."""
+        self.drops.setdefault(name, set()).add(row)
+        self.warn(row, name, code, sent, detail)
+
+    def warn(self, row, name, code, sent, detail="", action="dropped", to=None) -> None:
+        text = warning_message(code, name, sent, detail, action, to)
+        self.warnings.setdefault(row, []).append(
+            item_warning(name, code, text, _cut(sent), action, to)
         )
-    ids = client_ids(cleaned)
-    add_duplicates(ids, groups, errors)
-    errors = {i: errors[i] for i in sorted(errors)}
-    return Validation(frame=cleaned, errors=errors)
+
+    def repair(self, row: int, name: str, code: ErrorCode, sent: Any, to: str) -> None:
+        """Keep field ``name`` of item ``row`` as ``to``, its one reading, with a warning."""
+        self.repairs.setdefault(name, {})[row] = to
+        self.warn(row, name, code, sent, "", "repaired", to)
+
+    def element(self, row: int, name: str, position: int, code, sent, to: str | None) -> None:
+        """Repair (``to``) or drop (None) one element of list field ``name``, with a warning."""
+        self.elements.setdefault(name, {}).setdefault(row, {})[position] = to
+        shown_as = f"{name}[{position}]"
+        action = "dropped" if to is None else "repaired"
+        self.warn(row, name, code, sent, shown_as, action, to)
+
+    def settled(self, cleaned: Cells) -> Cells:
+        """The cells with every warning's drop and repair made."""
+        n = len(cleaned)
+        text_columns, kind_columns = [], []
+        codes = dict(cleaned.codes or {})
+        elements = dict(cleaned.elements)
+        for name in sorted(set(self.drops) | set(self.repairs)):
+            dropped = np.zeros(n, dtype=bool)
+            dropped[list(self.drops.get(name, ()))] = True
+            text = cleaned.text[name].to_arrow().cast(arrow.string())
+            fixes = {r: t for r, t in self.repairs.get(name, {}).items() if not dropped[r]}
+            if fixes:
+                mask = np.zeros(n, dtype=bool)
+                mask[list(fixes)] = True
+                text = pc.replace_with_mask(
+                    text, arrow.array(mask), arrow.array([fixes[r] for r in sorted(fixes)])
+                )
+            text = pc.if_else(arrow.array(dropped), arrow.scalar(None, arrow.string()), text)
+            text_columns.append(pl.from_arrow(text).alias(name))
+            if dropped.any():
+                kind = cleaned.kind[name]
+                kind_columns.append(
+                    pl.select(
+                        pl.when(pl.Series(dropped)).then(pl.lit("null", KIND)).otherwise(kind)
+                    )
+                    .to_series()
+                    .alias(name)
+                )
+                if name in codes:
+                    codes[name] = np.where(dropped, CODE["null"], codes[name]).astype(
+                        codes[name].dtype
+                    )
+                if name in elements:
+                    elements[name] = _without(
+                        elements[name], {r: None for r in np.flatnonzero(dropped)}
+                    )
+        for name, rows in self.elements.items():
+            whole = self.drops.get(name, set())
+            edits = {r: e for r, e in rows.items() if r not in whole}
+            if edits and name in elements:
+                elements[name] = _without(elements[name], edits)
+        text = cleaned.text.with_columns(text_columns) if text_columns else cleaned.text
+        kind = cleaned.kind.with_columns(kind_columns) if kind_columns else cleaned.kind
+        return Cells(
+            text,
+            kind,
+            elements,
+            _without_keys(cleaned.extra_fields, self.extras, ""),
+            _without_keys(cleaned.extra_attributes, self.extras, "attributes."),
+            cleaned.nonfinite,
+            codes or None,
+        )
+
+
+def _without_keys(extras: pl.Series | None, paths: dict[int, list[str]], prefix: str):
+    """Extra fields (one JSON object per item) without those holding the paths given."""
+    if extras is None or not paths:
+        return extras
+    values = extras.to_list()
+    for row, found in paths.items():
+        if values[row] is None:
+            continue
+        kept = json.loads(values[row])  # json reads NaN back; it is dropped here
+        for key in list(kept):
+            name = prefix + key
+            if any(p == name or p.startswith((name + ".", name + "[")) for p in found):
+                del kept[key]
+        values[row] = json.dumps(kept, ensure_ascii=False) if kept else None
+    return pl.Series(extras.name, values, pl.String)
+
+
+def _without(lists: tuple[pl.Series, pl.Series], edits: dict) -> tuple[pl.Series, pl.Series]:
+    """List columns (texts, kinds) with some rows' elements edited.
+
+    ``edits`` maps a row to None (no elements left) or to positions that are
+    repaired (new text) or dropped (None). Only the edited rows are rebuilt.
+    """
+    texts, kinds = lists
+    text_rows, kind_rows = texts.to_list(), kinds.to_list()
+    for row, change in edits.items():
+        if change is None:
+            text_rows[row], kind_rows[row] = [], []
+            continue
+        kept_text, kept_kind = [], []
+        for position, (t, k) in enumerate(
+            zip(text_rows[row] or [], kind_rows[row] or [], strict=True)
+        ):
+            if position in change:
+                if change[position] is None:
+                    continue
+                t, k = change[position], "str"
+            kept_text.append(t)
+            kept_kind.append(k)
+        text_rows[row], kind_rows[row] = kept_text, kept_kind
+    return pl.Series(texts.name, text_rows, texts.dtype), pl.Series(
+        kinds.name, kind_rows, kinds.dtype
+    )
 
 
 def prepare(cells: Cells) -> Cells:
@@ -193,11 +374,103 @@ def _any_of(kinds: np.ndarray, names) -> np.ndarray:
     return np.isin(kinds, [CODE[k] for k in names])
 
 
-def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, add) -> None:
+def _placeholders(cleaned: Cells, found: Findings) -> None:
+    """Optional shaped values sent as "NA", "N/A", "-", "null" or "none": absent, with a warning.
+
+    Only where the placeholder could not be a valid value (``PLACEHOLDER_RULES``),
+    and never for strict items, which are refused for it as before.
+    """
+    for rule in RULES:
+        name = rule.source
+        if rule.required or rule.rule not in PLACEHOLDER_RULES or name not in cleaned.text.columns:
+            continue
+        kind = codes(cleaned, name)
+        lenient = (kind == CODE["str"]) & ~found.strict
+        if not lenient.any():
+            continue
+        text = pc.utf8_lower(
+            pc.utf8_trim_whitespace(cleaned.text[name].to_arrow().cast(arrow.string()))
+        )
+        rows = np.flatnonzero(lenient & _numpy(pc.is_in(text, _PLACEHOLDERS)))
+        if not len(rows):
+            continue
+        sent = cleaned.text[name].gather(rows).to_list()
+        strict_code = (
+            WRONG_KIND[rule.rule] if rule.rule in ("urls", "list") else _CODE_OF[rule.rule]
+        )
+        for row, value in zip(rows.tolist(), sent, strict=True):
+            found.drop(row, name, strict_code, value, "placeholder")
+            found.placeheld.setdefault(name, set()).add(row)
+        kind[rows] = CODE["null"]  # absent from here on, for every rule that follows
+
+
+_PLACEHOLDERS = arrow.array(list(PLACEHOLDERS))
+#: A warning's place in the rule table: an item's warnings are listed in its order.
+_RANK = {name: rank for rank, name in enumerate([*CONTAINERS, *RULES_BY_SOURCE])}
+_CODE_OF = {
+    "count": ErrorCode.INVALID_COUNT,
+    "money": ErrorCode.INVALID_PRICE,
+    "flag": ErrorCode.INVALID_BOOLEAN,
+    "date": ErrorCode.INVALID_DATE,
+    "duration": ErrorCode.INVALID_DURATION,
+}
+
+
+def _repairs(cleaned: Cells, found: Findings) -> None:
+    """Values with exactly one valid reading, kept rewritten, with a warning.
+
+    A duration whose designators sit on the wrong side of the ``T`` (``P3H`` is
+    ``PT3H``), and a price whose decimals past the cents are all zeros
+    (``42.000000`` is ``42``): a repair of a price is no guess at it, so it
+    applies to the price fields too, whose other faults are errors.
+    """
+    for rule in RULES:
+        name = rule.source
+        if name not in cleaned.text.columns:
+            continue
+        if rule.rule == "duration" and rule.severity != ERROR:
+            valid, repaired, code = (
+                clean.durations,
+                clean.repaired_duration,
+                ErrorCode.INVALID_DURATION,
+            )
+            sendable = (CODE["str"],)
+        elif rule.rule == "money":
+            valid, repaired, code = _money_checked, clean.repaired_money, ErrorCode.INVALID_PRICE
+            sendable = (CODE["str"], CODE["float"])
+        else:
+            continue
+        kind = codes(cleaned, name)
+        text = cleaned.text[name].to_arrow().cast(arrow.string())
+        failed = np.isin(kind, sendable) & ~found.strict & ~_numpy(pc.is_valid(valid(text)[0]))
+        failed &= _numpy(pc.is_valid(clean.blank_to_null(text)))
+        for row in np.flatnonzero(failed).tolist():
+            sent = text[row].as_py()
+            fixed = repaired(sent)
+            if fixed is not None:
+                shown_as = (
+                    sent if kind[row] == CODE["str"] else _as_sent(_sent(found.parsed, row, name))
+                )
+                found.repair(row, name, code, shown_as, fixed)
+
+
+def _money_checked(text: arrow.Array) -> tuple[arrow.Array]:
+    return (clean.money(text),)
+
+
+def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, found: Findings) -> None:
     """Every check of one field, in the order its errors are reported."""
+    add = found.add
     name = rule.source
     kind = codes(cleaned, name)
     text = cleaned.text[name].to_arrow().cast(arrow.string())
+    repaired = found.repairs.get(name)
+    if repaired:  # judged as repaired: what will be stored
+        mask = np.zeros(len(text), dtype=bool)
+        mask[list(repaired)] = True
+        text = pc.replace_with_mask(
+            text, arrow.array(mask), arrow.array([repaired[r] for r in sorted(repaired)])
+        )
     unsent = (kind == ABSENT) | (kind == CODE["null"])
     unencodable = kind == CODE["unencodable"]
     if rule.rule in ("urls", "list"):
@@ -249,14 +522,19 @@ def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, add) -> None:
         ok = clean.timestamps(text).notna().to_numpy()
         add(np.flatnonzero(judged & ~ok), name, ErrorCode.INVALID_DATE, sent)
     else:
-        _judge_list(rule, cleaned, judged, add, sent)
+        _judge_list(rule, cleaned, judged, found, sent)
 
 
 _ZERO_ONE = arrow.array(["0", "1"])
 
 
-def _judge_list(rule: Rule, cleaned: Cells, judged: np.ndarray, add, sent) -> None:
-    """Lists: every element of the right kind (and an http(s) URL for images), at most 100."""
+def _judge_list(rule: Rule, cleaned: Cells, judged: np.ndarray, found: Findings, sent) -> None:
+    """Lists: every element of the right kind (and an http(s) URL for images), at most 100.
+
+    An image that is not a URL costs only itself (a warning): it is repaired
+    when the URL standard gives it one reading, else dropped, and the record
+    shows the next valid image. A strict item is refused for it.
+    """
     name = rule.source
     texts, kinds = cleaned.elements.get(name, (None, None))
     n = len(cleaned)
@@ -265,33 +543,94 @@ def _judge_list(rule: Rule, cleaned: Cells, judged: np.ndarray, add, sent) -> No
     frame = pl.DataFrame({"row": np.arange(n), "text": texts, "kind": kinds}).filter(
         pl.Series(judged)
     )
-    flat = frame.explode(["text", "kind"]).drop_nulls("kind")
+    flat = (
+        frame.with_columns(position=pl.int_ranges(pl.col("kind").list.len()))
+        .explode(["text", "kind", "position"])
+        .drop_nulls("kind")
+    )
     if rule.rule == "urls":
         flat = flat.filter(pl.col("kind") != "null")  # a null element is no image: skipped
         good = (flat["kind"] == "str").to_numpy() & clean.urls_ok(flat["text"].to_arrow())
-        bad_rows = np.unique(flat["row"].to_numpy()[~good])
-        add(bad_rows, name, ErrorCode.INVALID_URL, sent,
-            lambda r: _first_bad_url(sent(r)))  # fmt: skip
+        bad = flat.filter(pl.Series(~good))
+        rows = bad["row"].to_numpy()
+        strict = found.strict[rows] if len(rows) else np.zeros(0, dtype=bool)
+        found.add(np.unique(rows[strict]), name, ErrorCode.INVALID_URL, sent,
+                  lambda r: _first_bad_url(sent(r)))  # fmt: skip
+        for row, position, text, kind in (
+            bad.filter(pl.Series(~strict)).select("row", "position", "text", "kind").iter_rows()
+        ):
+            value = _element(sent(row), position)
+            fixed = clean.repaired_url(text) if kind == "str" else None
+            found.element(row, name, position, ErrorCode.INVALID_URL, value, fixed)
     else:
         good = flat["kind"].is_in(["str", "int", "float"]).to_numpy()
         bad_rows = np.unique(flat["row"].to_numpy()[~good])
-        add(bad_rows, name, ErrorCode.INVALID_LIST, sent)
+        found.add(bad_rows, name, ErrorCode.INVALID_LIST, sent)
     sizes = texts.list.len().fill_null(0).to_numpy()
-    add(
+    found.add(
         np.flatnonzero(judged & (sizes > settings.MAX_LIST_VALUES)), name, ErrorCode.TOO_MANY_VALUES
     )
 
 
-def _judge_window(cleaned: Cells, parsed: ParsedPush, add) -> None:
-    """A discount window that ends before it starts."""
+def _element(value: Any, position: int) -> Any:
+    """Element ``position`` of a list as sent (the list itself if it is none)."""
+    return _as_sent(value[position]) if isinstance(value, list) and position < len(value) else value
+
+
+def _judge_container(container: str, cells: Cells, parsed: ParsedPush, found: Findings) -> None:
+    """``inventory_info``, ``pricing_info`` and ``attributes`` must be objects.
+
+    The item's structure depends on them, so anything else refuses the item,
+    save one thing with a single reading: an empty list (``[]``, what PHP's
+    ``json_encode`` makes of an empty object), which holds nothing and is
+    taken as no object, with a warning.
+    """
+    kind = codes(cells, container)
+    wrong = (kind != ABSENT) & (kind != CODE["null"])
+    empty = wrong & (kind == CODE["list"]) & ~found.strict
+    if empty.any():
+        text = cells.text[container] if container in cells.text.columns else None
+        for row in np.flatnonzero(empty).tolist():
+            value = _sent(parsed, row, container)
+            if value == [] or (value is None and text is not None and text[row] == "[]"):
+                found.warn(row, container, ErrorCode.INVALID_TYPE, [], "empty list")
+                wrong[row] = False
+    found.add(
+        np.flatnonzero(wrong),
+        container,
+        ErrorCode.INVALID_TYPE,
+        lambda r: _sent(parsed, r, container),
+    )
+
+
+def _judge_window(cleaned: Cells, parsed: ParsedPush, found: Findings) -> None:
+    """A discount window that ends before it starts, or that lost a date to a warning.
+
+    Either way the window cannot be trusted, and a discount without its
+    window would run for ever: the discount is not applied (its price is
+    dropped with a warning) and the item sells at ``sale_price``.
+    """
     start, end = "pricing_info.discount_start_date", "pricing_info.discount_end_date"
-    if start not in cleaned.text.columns or end not in cleaned.text.columns:
+    price = "pricing_info.discounted_price"
+    n = len(cleaned)
+    window_lost = np.zeros(n, dtype=bool)
+    if start in cleaned.text.columns and end in cleaned.text.columns:
+        begins = clean.timestamps(_dated(cleaned, start))
+        ends = clean.timestamps(_dated(cleaned, end), end_of_day=True)
+        before = (ends < begins).fillna(False).to_numpy(dtype=bool)
+        found.add(np.flatnonzero(before), end, ErrorCode.INVALID_DISCOUNT_WINDOW,
+                  lambda r: _sent(parsed, r, end))  # fmt: skip
+        window_lost[np.flatnonzero(before & ~found.strict)] = True
+    for name in (start, end):  # a placeholder date is an open side, not a lost one
+        window_lost[list(found.drops.get(name, set()) - found.placeheld.get(name, set()))] = True
+    if price not in cleaned.text.columns or not window_lost.any():
         return
-    begins = clean.timestamps(_dated(cleaned, start))
-    ends = clean.timestamps(_dated(cleaned, end), end_of_day=True)
-    before = (ends < begins).fillna(False).to_numpy(dtype=bool)
-    add(np.flatnonzero(before), end, ErrorCode.INVALID_DISCOUNT_WINDOW,
-        lambda r: _sent(parsed, r, end))  # fmt: skip
+    kind = codes(cleaned, price)
+    sent = _numpy(pc.is_valid(cleaned.text[price].to_arrow()))  # blank is unused (SPEC 2.5)
+    priced = window_lost & (kind != ABSENT) & (kind != CODE["null"]) & sent
+    for row in np.flatnonzero(priced).tolist():
+        sent = _as_sent(_sent(parsed, row, price))
+        found.drop(row, price, ErrorCode.INVALID_DISCOUNT_WINDOW, sent, "window dropped")
 
 
 def _dated(cleaned: Cells, name: str) -> arrow.Array:

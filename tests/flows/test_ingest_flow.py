@@ -32,13 +32,19 @@ def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefec
     assert isinstance(error, IngestError)
     summary = error.summary
     assert list(summary)[:5] == list(RESPONSE_KEYS)
-    assert summary["totals"] == {"received": 13, "success": 9, "failed": 4, "already_stored": 0}
+    assert summary["totals"] == {
+        "received": 16,
+        "success": 14,
+        "failed": 2,
+        "warned": 5,
+        "already_stored": 0,
+    }
     assert [f["path"] for f in summary["files"]["failed"]] == ["broken.json"]
     assert summary["flow_run_id"]
     catalog = Catalog(lake)
-    assert len(catalog.records()) == 9
+    assert len(catalog.records()) == 14
     pushes = catalog.pushes()
-    assert len(pushes) == 13  # batch_size=1: one push per item
+    assert len(pushes) == 16  # batch_size=1: one push per item
     assert set(pushes["flow_run_id"]) == {summary["flow_run_id"]}
     runs = catalog.lake.read("runs").to_pandas()
     assert runs["flow_run_id"].tolist() == [summary["flow_run_id"]]
@@ -59,6 +65,20 @@ def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefec
     assert artifact["type"] == "markdown"
     assert f"# Ingest run `{summary['catalog_push_request_id']}`" in artifact["data"]
     assert "| `broken.json` | invalid |" in artifact["data"]
+    assert "## Top warning codes" in artifact["data"]
+    with get_client(sync_client=True) as client:
+        response = client._client.post(
+            "/artifacts/filter",
+            json={
+                "artifacts": {"key": {"any_": ["ingest-warnings"]}},
+                "limit": 5,
+                "offset": 0,
+                "sort": "CREATED_DESC",
+            },
+        )
+    (warnings,) = response.json()
+    assert warnings["type"] == "table"
+    assert "PT3H" in warnings["data"]  # the time_to_ship sent as P3H, repaired
 
     again = ingest(source=str(source), lake=lake, fail_on_bad_files=False, return_state=True)
     assert again.is_completed()
@@ -66,10 +86,27 @@ def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefec
     assert again["files"]["ingested"] == []
     assert sorted(again["files"]["skipped"]) == sorted(p.name for p in source.glob("*.json"))
     assert again["files"]["skipped_reasons"] == {
-        "ingested before and unchanged": 6,
+        "ingested before and unchanged": 7,
         "failed before and unchanged (fix it, or use --force)": 1,
     }
-    assert len(Catalog(lake).pushes()) == 13
+    assert len(Catalog(lake).pushes()) == 16
+
+
+def test_the_ingest_flow_dry_run_writes_nothing_and_strict_values_refuses_warnings(
+    prefect_server, tmp_path
+):
+    from flows.catalog_flows import ingest
+
+    lake = tmp_path / "lake"
+    dry = ingest(source=str(FEEDS), lake=str(lake), dry_run=True)
+    assert dry["catalog_push_dry_run"] is True
+    assert (dry["totals"]["success"], dry["totals"]["warned"]) == (14, 5)
+    assert all(v is None for entry in dry["items"] for v in entry.values())  # all new
+    assert not lake.exists()
+
+    strict = ingest(source=str(FEEDS), lake=str(lake), strict_values=True)
+    assert (strict["totals"]["failed"], strict["totals"]["warned"]) == (7, 0)
+    assert len(Catalog(str(lake)).records()) == 9
 
 
 def test_the_ingest_flow_runs_on_a_dask_cluster_and_stores_what_one_process_stores(
@@ -102,3 +139,7 @@ def test_the_ingest_flow_runs_on_a_dask_cluster_and_stores_what_one_process_stor
     got = Catalog(str(tmp_path / "dask")).records()[by_id]
     expected = Catalog(str(tmp_path / "alone")).records()[by_id]
     assert got.astype(str).values.tolist() == expected.astype(str).values.tolist()
+    warned = ["client_item_id", "codes"]
+    got = Catalog(str(tmp_path / "dask")).warnings()[warned].astype(str)
+    expected = Catalog(str(tmp_path / "alone")).warnings()[warned].astype(str)
+    assert got.values.tolist() == expected.values.tolist()
