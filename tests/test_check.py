@@ -71,3 +71,22 @@ def test_a_lost_reject_is_caught(catalog):
     assert (1, "a failed raw item has no reject, or a reject has no failed raw item") in rules(
         report
     )
+
+
+def test_an_invalid_url_or_duration_stored_behind_the_library_is_caught(catalog):
+    """A lake written before warnings existed, or by another writer, is checked too."""
+    catalog.push({"items": [make_item(client_item_id="a")]})
+    items = catalog.lake.read("items")
+    broken = items.set_column(
+        items.schema.get_field_index("images"),
+        "images",
+        pa.array([["https://x.example/a b.jpg"]], items.schema.field("images").type),
+    ).set_column(
+        items.schema.get_field_index("attr_time_to_ship"),
+        "attr_time_to_ship",
+        pa.array(["P3H"], pa.string()),
+    )
+    catalog.lake.upsert("items", broken)
+    report = check(catalog, derive=False)
+    assert (5, "a stored image is not an http(s) URL") in rules(report)
+    assert (5, "a stored time_to_ship is not an ISO 8601 duration") in rules(report)

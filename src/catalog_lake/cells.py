@@ -48,7 +48,7 @@ class Cells:
     extra_attributes: pl.Series | None = None
     #: (item, path, text) of every NaN or Infinity inside a field outside the spec.
     nonfinite: list[tuple[int, str, str]] = field(default_factory=list)
-    #: The kinds as numpy codes per field, once asked for (``validate.codes``).
+    #: The kinds as numpy codes per field, once asked for (``codes``).
     codes: dict[str, Any] | None = None
 
     def __len__(self) -> int:
@@ -64,6 +64,22 @@ class Cells:
             None if self.extra_attributes is None else self.extra_attributes.filter(keep),
             [],
         )
+
+
+#: Kind codes as numpy sees them: the Enum's physical codes, ``ABSENT`` where not sent.
+CODE = {kind: code for code, kind in enumerate(KINDS)}
+ABSENT = 255
+
+
+def codes(cells: Cells, name: str) -> np.ndarray:
+    """The kind codes of one field (``CODE``), one per item: plain numpy, no Polars per check.
+
+    Taken out of the kind frame once per push, in one call (``Cells.codes``).
+    """
+    if cells.codes is None:
+        physical = cells.kind.select(pl.all().to_physical().fill_null(ABSENT))
+        cells.codes = {name: physical[name].to_numpy() for name in physical.columns}
+    return cells.codes[name]
 
 
 def concat(parts: list[Cells]) -> Cells:
@@ -302,4 +318,14 @@ def _nonfinite(value: Any, path: str):
             yield from _nonfinite(inner, f"{path}[{position}]")
 
 
-__all__ = ["Cells", "KIND", "LIST_FIELDS", "concat", "from_frame", "text_and_kind"]
+__all__ = [
+    "ABSENT",
+    "CODE",
+    "Cells",
+    "KIND",
+    "LIST_FIELDS",
+    "codes",
+    "concat",
+    "from_frame",
+    "text_and_kind",
+]

@@ -8,6 +8,8 @@
    process starts from agrees with ``items``.
 3. Records equal what a backfill from ``raw`` would derive.
 4. The ``pushes`` table agrees with the responses that were returned.
+5. Nothing invalid is stored: every image is an http(s) URL and every duration
+   ISO 8601 (warnings drop or repair what is not, issue 19).
 
 A push that reached ``raw`` but not ``pushes`` is reported as interrupted:
 ``catalog-lake repair`` finishes it. A push that lost the race for its
@@ -20,8 +22,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from . import clean
 from .push import unfinished
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
@@ -193,6 +199,26 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
             disagreeing.append(request_id)
     violation(4, "pushes row disagrees with its response", disagreeing)
     violation(2, "a client_item_id's service id changed after it was returned", changed)
+
+    # 5. nothing invalid stored.
+    stored = catalog.lake.read(
+        "items", 'SELECT client_item_id, images, attr_return_window, attr_time_to_ship FROM "items"'
+    )
+    ids = stored["client_item_id"].cast(pa.string())  # SQL reads may give string views
+    images = pc.list_flatten(stored["images"]).cast(pa.string())
+    owners = pc.take(ids, pc.list_parent_indices(stored["images"]))
+    bad = ~clean.urls_ok(images) if len(images) else np.zeros(0, dtype=bool)
+    violation(
+        5, "a stored image is not an http(s) URL", sorted(set(owners.filter(bad).to_pylist()))
+    )
+    for column in ("attr_return_window", "attr_time_to_ship"):
+        values = stored[column].combine_chunks().cast(pa.string())
+        invalid = pc.and_(pc.is_valid(values), pc.is_null(clean.durations(values)[0]))
+        violation(
+            5,
+            f"a stored {column.removeprefix('attr_')} is not an ISO 8601 duration",
+            sorted(set(ids.filter(invalid).to_pylist())),
+        )
 
     # 3. records equal a fresh derivation from raw.
     if derive and len(raw):

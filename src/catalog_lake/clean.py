@@ -363,7 +363,7 @@ def repaired_money(value: str) -> str | None:
 _DURATION_PART = re.compile(r"([0-9]+(?:[.,][0-9]+)?)([YMWDHS])")
 
 
-def repaired_duration(value: str) -> str | None:
+def repaired_duration(value: str, *, checked: bool = True) -> str | None:
     """An ISO 8601 duration for text with exactly one reading as one; None otherwise.
 
     The one rewrite: a designator on the wrong side of the ``T`` that starts
@@ -413,9 +413,10 @@ def repaired_duration(value: str) -> str | None:
     in_order = [u for _, u in date] == sorted((u for _, u in date), key="YMWD".index) and [
         u for _, u in time
     ] == sorted((u for _, u in time), key="HMS".index)
-    if not in_order or fixed == text or not durations(pa.array([fixed]))[0][0].is_valid:
+    if not in_order or fixed == text:
         return None
-    return fixed
+    # ``checked=False``: the caller checks many at once (``validate._repairs``).
+    return fixed if not checked or durations(pa.array([fixed]))[0][0].is_valid else None
 
 
 def list_array(elements: pd.Series, length: int) -> pa.ListArray:

@@ -90,6 +90,8 @@ class Lake:
         self._checkpointed: dict[str, int] = {}
         #: The version each table object was opened at (see ``table``).
         self._opened: dict[str, int] = {}
+        #: Whether ``ensure`` ran through this object (and no write failed since).
+        self._ensured = False
 
     def __repr__(self) -> str:  # never show storage options: they may hold secrets
         return f"Lake({self.uri!r})"
@@ -174,8 +176,14 @@ class Lake:
             return None, 0
         return table.version(), table.transaction_version(FENCES[name]) or 0
 
-    def ensure(self) -> None:
-        """Create every table that does not exist yet, with its declared schema."""
+    def ensure(self, *, again: bool = True) -> None:
+        """Create every table that does not exist yet, with its declared schema.
+
+        ``again=False`` trusts an earlier call through this object (a push's
+        hot path), until ``unsure`` says a write failed: the lake may be gone.
+        """
+        if self._ensured and not again:
+            return
         if is_local(self.uri):
             Path(self.uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
         for name, schema in TABLES.items():
@@ -195,6 +203,11 @@ class Lake:
                     description=_description(name),
                     configuration=_configuration(name),
                 )
+        self._ensured = True
+
+    def unsure(self) -> None:
+        """Forget that ``ensure`` ran: a write failed, and the next one checks the tables."""
+        self._ensured = False
 
     def _add_new_columns(self, name: str, table: DeltaTable, schema: pa.Schema) -> None:
         """Add the columns a newer version declares (``ADDED_COLUMNS``) to an older table."""

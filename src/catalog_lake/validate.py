@@ -15,9 +15,8 @@ Strict items (``strict=True``) are refused for either.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,14 +27,14 @@ import pyarrow as arrow
 import pyarrow.compute as pc
 
 from . import clean, settings
-from .cells import KIND, Cells
-from .errors import ErrorCode, item_error, item_warning
-from .parse import JsonFloat, ParsedPush
+from .cells import ABSENT, CODE, KIND, Cells, codes
+from .errors import ErrorCode, item_error
+from .findings import Findings, as_sent
+from .parse import ParsedPush
 from .rules import (
     ACCEPTS,
     CONTAINERS,
     ERROR,
-    KINDS,
     PLACEHOLDER_RULES,
     PLACEHOLDERS,
     RULES,
@@ -44,7 +43,6 @@ from .rules import (
     Rule,
     message,
     shown,
-    warning_message,
 )
 
 #: The shape every push's cells have, whatever path made them: text columns of
@@ -132,167 +130,6 @@ def validate(
     return Validation(frame=found.settled(cleaned), errors=errors, warnings=warnings)
 
 
-@dataclass
-class Findings:
-    """What validation found, item by item, and the edits its warnings make to the cells.
-
-    ``add`` routes a failed check: an error for an error field or a strict
-    item, else a warning and the value dropped. ``repair`` keeps a value
-    rewritten. ``settled`` applies the drops and repairs to the cells that
-    ``items`` types, so what is stored is what the warnings say.
-    """
-
-    parsed: ParsedPush
-    strict: np.ndarray
-    errors: dict[int, list[dict[str, Any]]]
-    warnings: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    #: field -> rows whose value is dropped
-    drops: dict[str, set[int]] = field(default_factory=dict)
-    #: field -> row -> the repaired text
-    repairs: dict[str, dict[int, str]] = field(default_factory=dict)
-    #: field -> rows whose value was a placeholder (absent, not invalid)
-    placeheld: dict[str, set[int]] = field(default_factory=dict)
-    #: row -> paths of NaN or Infinity in fields outside the spec, whose field is dropped
-    extras: dict[int, list[str]] = field(default_factory=dict)
-    #: list field -> row -> element position -> its repaired text, or None to drop it
-    elements: dict[str, dict[int, dict[int, str | None]]] = field(default_factory=dict)
-
-    def add(self, rows: np.ndarray, name: str, code: ErrorCode, value=None, detail=None) -> None:
-        """Report a failed check of field ``name`` for each row."""
-        rule = RULES_BY_SOURCE.get(name)
-        error_field = rule is None or rule.severity == ERROR
-        for row in rows.tolist():
-            sent = _as_sent(value(row) if callable(value) else value)
-            said = detail(row) if callable(detail) else (detail or "")
-            if error_field or self.strict[row]:
-                self.errors.setdefault(row, []).append(
-                    item_error(name, code, message(code, name, sent, said), _cut(sent))
-                )
-            else:
-                self.drop(row, name, code, sent, said)
-
-    def drop(self, row: int, name: str, code: ErrorCode, sent: Any, detail: str = "") -> None:
-        """Drop field ``name`` of item ``row``, with a warning."""
-        self.drops.setdefault(name, set()).add(row)
-        self.warn(row, name, code, sent, detail)
-
-    def warn(self, row, name, code, sent, detail="", action="dropped", to=None) -> None:
-        text = warning_message(code, name, sent, detail, action, to)
-        self.warnings.setdefault(row, []).append(
-            item_warning(name, code, text, _cut(sent), action, to)
-        )
-
-    def repair(self, row: int, name: str, code: ErrorCode, sent: Any, to: str) -> None:
-        """Keep field ``name`` of item ``row`` as ``to``, its one reading, with a warning."""
-        self.repairs.setdefault(name, {})[row] = to
-        self.warn(row, name, code, sent, "", "repaired", to)
-
-    def element(self, row: int, name: str, position: int, code, sent, to: str | None) -> None:
-        """Repair (``to``) or drop (None) one element of list field ``name``, with a warning."""
-        self.elements.setdefault(name, {}).setdefault(row, {})[position] = to
-        shown_as = f"{name}[{position}]"
-        action = "dropped" if to is None else "repaired"
-        self.warn(row, name, code, sent, shown_as, action, to)
-
-    def settled(self, cleaned: Cells) -> Cells:
-        """The cells with every warning's drop and repair made."""
-        n = len(cleaned)
-        text_columns, kind_columns = [], []
-        codes = dict(cleaned.codes or {})
-        elements = dict(cleaned.elements)
-        for name in sorted(set(self.drops) | set(self.repairs)):
-            dropped = np.zeros(n, dtype=bool)
-            dropped[list(self.drops.get(name, ()))] = True
-            text = cleaned.text[name].to_arrow().cast(arrow.string())
-            fixes = {r: t for r, t in self.repairs.get(name, {}).items() if not dropped[r]}
-            if fixes:
-                mask = np.zeros(n, dtype=bool)
-                mask[list(fixes)] = True
-                text = pc.replace_with_mask(
-                    text, arrow.array(mask), arrow.array([fixes[r] for r in sorted(fixes)])
-                )
-            text = pc.if_else(arrow.array(dropped), arrow.scalar(None, arrow.string()), text)
-            text_columns.append(pl.from_arrow(text).alias(name))
-            if dropped.any():
-                kind = cleaned.kind[name]
-                kind_columns.append(
-                    pl.select(
-                        pl.when(pl.Series(dropped)).then(pl.lit("null", KIND)).otherwise(kind)
-                    )
-                    .to_series()
-                    .alias(name)
-                )
-                if name in codes:
-                    codes[name] = np.where(dropped, CODE["null"], codes[name]).astype(
-                        codes[name].dtype
-                    )
-                if name in elements:
-                    elements[name] = _without(
-                        elements[name], {r: None for r in np.flatnonzero(dropped)}
-                    )
-        for name, rows in self.elements.items():
-            whole = self.drops.get(name, set())
-            edits = {r: e for r, e in rows.items() if r not in whole}
-            if edits and name in elements:
-                elements[name] = _without(elements[name], edits)
-        text = cleaned.text.with_columns(text_columns) if text_columns else cleaned.text
-        kind = cleaned.kind.with_columns(kind_columns) if kind_columns else cleaned.kind
-        return Cells(
-            text,
-            kind,
-            elements,
-            _without_keys(cleaned.extra_fields, self.extras, ""),
-            _without_keys(cleaned.extra_attributes, self.extras, "attributes."),
-            cleaned.nonfinite,
-            codes or None,
-        )
-
-
-def _without_keys(extras: pl.Series | None, paths: dict[int, list[str]], prefix: str):
-    """Extra fields (one JSON object per item) without those holding the paths given."""
-    if extras is None or not paths:
-        return extras
-    values = extras.to_list()
-    for row, found in paths.items():
-        if values[row] is None:
-            continue
-        kept = json.loads(values[row])  # json reads NaN back; it is dropped here
-        for key in list(kept):
-            name = prefix + key
-            if any(p == name or p.startswith((name + ".", name + "[")) for p in found):
-                del kept[key]
-        values[row] = json.dumps(kept, ensure_ascii=False) if kept else None
-    return pl.Series(extras.name, values, pl.String)
-
-
-def _without(lists: tuple[pl.Series, pl.Series], edits: dict) -> tuple[pl.Series, pl.Series]:
-    """List columns (texts, kinds) with some rows' elements edited.
-
-    ``edits`` maps a row to None (no elements left) or to positions that are
-    repaired (new text) or dropped (None). Only the edited rows are rebuilt.
-    """
-    texts, kinds = lists
-    text_rows, kind_rows = texts.to_list(), kinds.to_list()
-    for row, change in edits.items():
-        if change is None:
-            text_rows[row], kind_rows[row] = [], []
-            continue
-        kept_text, kept_kind = [], []
-        for position, (t, k) in enumerate(
-            zip(text_rows[row] or [], kind_rows[row] or [], strict=True)
-        ):
-            if position in change:
-                if change[position] is None:
-                    continue
-                t, k = change[position], "str"
-            kept_text.append(t)
-            kept_kind.append(k)
-        text_rows[row], kind_rows[row] = kept_text, kept_kind
-    return pl.Series(texts.name, text_rows, texts.dtype), pl.Series(
-        kinds.name, kind_rows, kinds.dtype
-    )
-
-
 def prepare(cells: Cells) -> Cells:
     """The cells with text cleaned as each rule says; other kinds keep their text.
 
@@ -354,21 +191,6 @@ def add_duplicates(ids: pd.Series, groups: pd.Series | None, errors: dict) -> No
 
 # --- the rules, one field at a time ------------------------------------------------
 
-#: Kind codes as numpy sees them: the Enum's physical codes, ``ABSENT`` where not sent.
-CODE = {kind: code for code, kind in enumerate(KINDS)}
-ABSENT = 255
-
-
-def codes(cells: Cells, name: str) -> np.ndarray:
-    """The kind codes of one field (``CODE``), one per item: plain numpy, no Polars per check.
-
-    Taken out of the kind frame once per push, in one call (``Cells.codes``).
-    """
-    if cells.codes is None:
-        physical = cells.kind.select(pl.all().to_physical().fill_null(ABSENT))
-        cells.codes = {name: physical[name].to_numpy() for name in physical.columns}
-    return cells.codes[name]
-
 
 def _any_of(kinds: np.ndarray, names) -> np.ndarray:
     return np.isin(kinds, [CODE[k] for k in names])
@@ -429,11 +251,8 @@ def _repairs(cleaned: Cells, found: Findings) -> None:
         if name not in cleaned.text.columns:
             continue
         if rule.rule == "duration" and rule.severity != ERROR:
-            valid, repaired, code = (
-                clean.durations,
-                clean.repaired_duration,
-                ErrorCode.INVALID_DURATION,
-            )
+            valid, code = clean.durations, ErrorCode.INVALID_DURATION
+            repaired = partial(clean.repaired_duration, checked=False)  # checked below, at once
             sendable = (CODE["str"],)
         elif rule.rule == "money":
             valid, repaired, code = _money_checked, clean.repaired_money, ErrorCode.INVALID_PRICE
@@ -444,14 +263,18 @@ def _repairs(cleaned: Cells, found: Findings) -> None:
         text = cleaned.text[name].to_arrow().cast(arrow.string())
         failed = np.isin(kind, sendable) & ~found.strict & ~_numpy(pc.is_valid(valid(text)[0]))
         failed &= _numpy(pc.is_valid(clean.blank_to_null(text)))
-        for row in np.flatnonzero(failed).tolist():
-            sent = text[row].as_py()
-            fixed = repaired(sent)
-            if fixed is not None:
-                shown_as = (
-                    sent if kind[row] == CODE["str"] else _as_sent(_sent(found.parsed, row, name))
-                )
-                found.repair(row, name, code, shown_as, fixed)
+        rows = np.flatnonzero(failed).tolist()
+        candidates = [(row, repaired(text[row].as_py())) for row in rows]
+        candidates = [(row, fixed) for row, fixed in candidates if fixed is not None]
+        if not candidates:
+            continue
+        ok = pc.is_valid(valid(arrow.array([fixed for _, fixed in candidates]))[0])
+        for (row, fixed), good in zip(candidates, ok.to_pylist(), strict=True):
+            if good:
+                sent = text[row].as_py()
+                if kind[row] != CODE["str"]:
+                    sent = as_sent(_sent(found.parsed, row, name))  # a JSON number, as sent
+                found.repair(row, name, code, sent, fixed)
 
 
 def _money_checked(text: arrow.Array) -> tuple[arrow.Array]:
@@ -574,7 +397,7 @@ def _judge_list(rule: Rule, cleaned: Cells, judged: np.ndarray, found: Findings,
 
 def _element(value: Any, position: int) -> Any:
     """Element ``position`` of a list as sent (the list itself if it is none)."""
-    return _as_sent(value[position]) if isinstance(value, list) and position < len(value) else value
+    return as_sent(value[position]) if isinstance(value, list) and position < len(value) else value
 
 
 def _judge_container(container: str, cells: Cells, parsed: ParsedPush, found: Findings) -> None:
@@ -629,7 +452,7 @@ def _judge_window(cleaned: Cells, parsed: ParsedPush, found: Findings) -> None:
     sent = _numpy(pc.is_valid(cleaned.text[price].to_arrow()))  # blank is unused (SPEC 2.5)
     priced = window_lost & (kind != ABSENT) & (kind != CODE["null"]) & sent
     for row in np.flatnonzero(priced).tolist():
-        sent = _as_sent(_sent(parsed, row, price))
+        sent = as_sent(_sent(parsed, row, price))
         found.drop(row, price, ErrorCode.INVALID_DISCOUNT_WINDOW, sent, "window dropped")
 
 
@@ -657,40 +480,8 @@ def _first_bad_url(value: Any) -> str:
     if isinstance(value, list):
         for element in value:
             if element is not None and not clean.is_url(element):
-                return shown(_as_sent(element))
-    return shown(_as_sent(value))
-
-
-def _as_sent(value: Any) -> Any:
-    """``value`` as strict JSON can carry it, numbers as they were sent.
-
-    A number whose float would misquote it (``4.9999999999999999``, ``NaN``)
-    becomes the text it was sent as; parse's markers become their text.
-    """
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return value.text if isinstance(value, JsonFloat) else json.dumps(value)
-        if isinstance(value, JsonFloat) and repr(float(value)) != value.text:
-            return value.text
-        return float(value)
-    if isinstance(value, list):
-        return [_as_sent(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_sent(v) for k, v in value.items()}
-    if getattr(value, "kind", None) in ("nonfinite", "unencodable"):
-        return str(value)
-    return value
-
-
-def _cut(value: Any) -> Any:
-    """The value a refusal carries, long ones cut to 200 characters of their JSON."""
-    if isinstance(value, str):
-        return value if len(value) <= 200 else value[:200] + "…"
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value if len(text) <= 200 else text[:200] + "…"
+                return shown(as_sent(element))
+    return shown(as_sent(value))
 
 
 def _numpy(mask: arrow.Array) -> np.ndarray:
