@@ -148,8 +148,11 @@ def item(raw: dict[str, Any], domain: str, provider: str) -> dict[str, Any]:
 
 
 def convert(checkout: Path, out_dir: Path) -> Counter:
-    """Write one push file per distinct catalog; items seen before (same seller, id and
-    content) are left out, so a seller certified in several flows counts once."""
+    """Write one push file per distinct catalog; return the items per category.
+
+    Items seen before (same seller, id and content) are left out, so a seller
+    certified in several flows counts once.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
     counts: Counter = Counter()
@@ -177,7 +180,7 @@ def convert(checkout: Path, out_dir: Path) -> Counter:
 def measure(folder: Path) -> dict[str, Any]:
     """Dry-run pushes of every file, strict (every problem refuses) and default."""
     from catalog_lake import Catalog
-    from catalog_lake.feeds import read_push
+    from catalog_lake.sources import read_push
 
     catalog = Catalog(folder / "_no_lake_")  # dry runs: nothing is created
     report: dict[str, Any] = {}

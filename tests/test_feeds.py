@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from catalog_lake import RESPONSE_KEYS
-from catalog_lake.feeds import batches, discover, ingest, runs
+from catalog_lake.feeds import ingest, runs
+from catalog_lake.sources import batches, discover
 from tests.conftest import make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"

@@ -21,9 +21,10 @@ from typer.testing import CliRunner
 from catalog_lake import Catalog, LakeError, PushError, check, settings
 from catalog_lake.backfill import backfill
 from catalog_lake.cli import app
-from catalog_lake.feeds import ingest, read_push
+from catalog_lake.feeds import ingest
 from catalog_lake.maintain import maintain
 from catalog_lake.metrics import apply_metrics, load_metrics
+from catalog_lake.sources import read_push
 from tests.conftest import make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from catalog_lake import Catalog, PushRequest, check
-from catalog_lake.feeds import check_files, discover, ingest, read_items
+from catalog_lake.feeds import check_files, ingest
+from catalog_lake.sources import discover, read_items
 from tests.conftest import make_item
 from tests.test_groups import Ticking
 

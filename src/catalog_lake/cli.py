@@ -166,7 +166,7 @@ def push(
     as_json: AlwaysJson = False,
 ) -> None:
     """Push each file as one push and print its push response as JSON."""
-    from .feeds import read_push
+    from .sources import read_push
 
     catalog = _catalog(lake)
     whole_failures = 0

@@ -1,0 +1,343 @@
+"""Where feeds come from and how they are read: files under a folder or an S3 prefix.
+
+``discover`` lists the feed files of a source with their SHA-256 (what a run
+uses to skip a file it has seen); ``read_items`` and ``read_push`` read one as
+a push reads its payload, with the same JSON rules and limits: a product
+object (``{"items": [...]}``) or JSON Lines, gzipped or not. Nothing here
+opens the lake; ``feeds`` runs ingests over what this finds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from . import settings
+from .errors import CatalogLakeError, PushError
+from .parse import ParsedPush, check_items, decode_payload, parse_push, product_items
+
+#: File endings a feed may have; each may also end in .gz.
+FEED_SUFFIXES = (".json", ".jsonl", ".ndjson")
+DEFAULT_PATTERN = "**/*"
+
+
+@dataclass(frozen=True)
+class FeedFile:
+    """One feed file found under a source folder."""
+
+    source: str  # the source folder, resolved
+    path: str  # relative to the source, with forward slashes
+    checksum: str  # sha256 of the file's bytes
+    size: int
+    #: How many times the lake already ingested this path with these bytes: a
+    #: forced re-ingest is a new delivery, a resumed run the same one.
+    delivery: int = 0
+    #: Object-store settings for a remote source; never shown or recorded.
+    storage_options: dict[str, str] | None = field(default=None, repr=False, compare=False)
+
+    def batch_key(self, batch_size: int, number: int) -> str:
+        """The idempotency key of one batch of this delivery of this file.
+
+        Bound to the file's place (source and path), its bytes and its
+        delivery, so a copy of an old file under a new name is a new delivery
+        and is pushed (issue 16: day 3 re-sending day 1's prices must win over
+        day 2's), while a run resumed after a kill finds the batches that
+        already landed under the same keys and does not push them again.
+        """
+        place = hashlib.sha256(f"{self.source}\0{self.path}".encode()).hexdigest()[:16]
+        return f"file:{place}:{self.checksum}:{self.delivery}:{batch_size}:{number}"
+
+    @property
+    def absolute(self) -> Path:
+        """Where the file is on disk (a local source)."""
+        return Path(self.source) / self.path
+
+    def open(self) -> BinaryIO:
+        """The file's bytes as a stream, from a folder or an object store."""
+        if not is_remote(self.source):
+            return self.absolute.open("rb")
+        store, root = object_store(self.source, self.storage_options)
+        return store.open_input_stream(f"{root}/{self.path}")  # type: ignore[return-value]
+
+
+def is_remote(source: str | Path) -> bool:
+    """Whether a feed source is an object-store URI (``s3://bucket/prefix``)."""
+    return "://" in str(source) and not str(source).startswith("file://")
+
+
+def object_store(uri: str, storage_options: dict[str, str] | None = None):
+    """A pyarrow filesystem and the path in it for an object-store URI.
+
+    The standard ``AWS_*`` variables configure it, as they do the lake;
+    ``storage_options`` (the CLI's ``--storage-option``) take precedence.
+    """
+    import pyarrow.fs as pafs
+
+    options = {k.upper(): v for k, v in (storage_options or {}).items()}
+    if not uri.startswith("s3://") or not options:
+        try:
+            return pafs.FileSystem.from_uri(uri)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise CatalogLakeError(f"cannot open the feed source {uri}: {exc}") from None
+    endpoint = options.get("AWS_ENDPOINT_URL") or options.get("AWS_ENDPOINT")
+    store = pafs.S3FileSystem(
+        access_key=options.get("AWS_ACCESS_KEY_ID"),
+        secret_key=options.get("AWS_SECRET_ACCESS_KEY"),
+        session_token=options.get("AWS_SESSION_TOKEN"),
+        region=options.get("AWS_REGION") or options.get("AWS_DEFAULT_REGION"),
+        endpoint_override=endpoint.split("://", 1)[-1] if endpoint else None,
+        scheme=endpoint.split("://", 1)[0] if endpoint and "://" in endpoint else "https",
+    )
+    return store, uri.removeprefix("s3://").rstrip("/")
+
+
+@dataclass
+class FileResult:
+    """What happened to one file: its pushes, or why it failed."""
+
+    feed: FeedFile
+    status: str  # ingested | invalid | error
+    responses: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    #: Items of batches an earlier, interrupted run had already stored: their
+    #: responses are the stored ones, and nothing was written again.
+    already_stored: int = 0
+
+    @property
+    def items(self) -> int:
+        """Items received from this file."""
+        return sum(int(r["catalog_push_received_product_count"]) for r in self.responses)
+
+
+#: Why a file of the source was passed over, as the run reports it.
+SKIP_FOLDER = "a folder, not a file"
+SKIP_SPECIAL = "not a regular file (a FIFO, socket or device)"
+
+
+def discover(
+    source: str | Path,
+    pattern: str = DEFAULT_PATTERN,
+    storage_options: dict[str, str] | None = None,
+) -> tuple[list[FeedFile], list[FileResult], dict[str, str]]:
+    """Feed files under ``source`` matching ``pattern``, the matches refused, and those passed over.
+
+    A match whose real location is outside the source folder (through ``..``
+    in the pattern or a symlink) is refused, never read. A match that is not a
+    regular file (a folder named ``x.json``, a FIFO) is passed over with its
+    reason: reading a FIFO would block the run. An object-store prefix
+    (``s3://bucket/feeds``) is listed as a folder is (``_discover_remote``).
+    """
+    if is_remote(source):
+        return _discover_remote(str(source), pattern, storage_options), [], {}
+    root = Path(source).expanduser().resolve()
+    if root.is_file():
+        candidates, root = [root], root.parent
+    elif root.is_dir():
+        if Path(pattern).is_absolute():
+            raise CatalogLakeError(f"pattern {pattern!r} must be relative to the source folder")
+        candidates = sorted(root.glob(pattern))
+    else:
+        raise CatalogLakeError(f"source {str(source)!r} is not a file or folder")
+    found, refused, passed_over = [], [], {}
+    for candidate in candidates:
+        if not _is_feed(candidate.name):
+            continue
+        relative = (
+            candidate.relative_to(root).as_posix()
+            if candidate.is_relative_to(root)
+            else str(candidate)
+        )
+        real = candidate.resolve()
+        if not real.is_relative_to(root):
+            outside = FeedFile(str(root), relative, "", 0)
+            refused.append(
+                FileResult(outside, "invalid", error="resolves outside the source folder")
+            )
+            continue
+        if not real.is_file():
+            passed_over[relative] = SKIP_FOLDER if real.is_dir() else SKIP_SPECIAL
+            continue
+        found.append(FeedFile(str(root), relative, _sha256(real), real.stat().st_size))
+    return found, refused, passed_over
+
+
+def _discover_remote(
+    uri: str, pattern: str, storage_options: dict[str, str] | None
+) -> list[FeedFile]:
+    """Feed files under an object-store prefix, tracked by path and checksum as local ones are."""
+    import fnmatch
+
+    import pyarrow.fs as pafs
+
+    store, root = object_store(uri, storage_options)
+    try:
+        listed = store.get_file_info(pafs.FileSelector(root, recursive=True))
+    except (OSError, pa.ArrowException) as exc:
+        raise CatalogLakeError(f"cannot list the feed source {uri}: {exc}") from None
+    wanted = pattern.removeprefix("**/")
+    found = []
+    for info in sorted(listed, key=lambda i: i.path):
+        relative = info.path.removeprefix(root).lstrip("/")
+        if info.type != pafs.FileType.File or not _is_feed(info.base_name):
+            continue
+        if pattern not in ("**/*", "*", "**") and not (
+            fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative, wanted)
+        ):
+            continue
+        with store.open_input_stream(info.path) as handle:
+            checksum = hashlib.file_digest(handle, "sha256").hexdigest()  # type: ignore[arg-type]
+        found.append(
+            FeedFile(uri.rstrip("/"), relative, checksum, info.size or 0, 0, storage_options)
+        )
+    return found
+
+
+def _sha256(path: Path) -> str:
+    """A file's SHA-256, read in blocks: a feed file is never held whole just to be hashed."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _is_feed(name: str) -> bool:
+    name = name.lower().removesuffix(".gz")
+    return name.endswith(FEED_SUFFIXES)
+
+
+def read_items(feed: FeedFile) -> list[dict[str, Any]]:
+    """All items of a feed file, parsed with the push's own JSON rules.
+
+    A product-object file (``{"items": [...]}``) and JSON Lines (one item per
+    line) are both accepted, gzipped or not. Anything unreadable raises
+    ``PushError`` naming the file's problem, and nothing of the file is pushed.
+    """
+    return read_feed(feed)[0]
+
+
+def read_feed(feed: FeedFile) -> tuple[list[dict[str, Any]], set[str]]:
+    """The file's items, and what its decoder noted (``parse.decode_payload``)."""
+    with feed.open() as handle:
+        data = read_bounded(handle, gzipped=feed.path.lower().endswith(".gz"))
+    return feed_items(data, feed.path, bounded=False)
+
+
+def read_bounded(handle: BinaryIO, *, gzipped: bool) -> bytes:
+    """A feed's bytes, decompressed as a stream and refused once past ``MAX_PAYLOAD_BYTES``.
+
+    A 14 MB gzip that expands to 3 GiB is stopped after 256 MiB of output,
+    never held whole (issue 16). ``gzipped`` is the file's name; standard
+    input is recognized by gzip's magic bytes instead (``read_push``).
+
+    Raises:
+        PushError: too large (``payload_too_large``) or not a readable gzip stream.
+    """
+    limit = settings.MAX_PAYLOAD_BYTES
+    try:
+        if gzipped:
+            with gzip.GzipFile(fileobj=handle, mode="rb") as stream:
+                data = stream.read(limit + 1)
+        else:
+            data = handle.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise PushError("invalid_json", f"not a readable gzip file: {exc}") from None
+    if len(data) > limit:
+        what = "decompresses to" if gzipped else "holds"
+        raise PushError(
+            "payload_too_large",
+            f"the feed {what} more than {limit:,} bytes of JSON; split it into smaller files",
+        )
+    return data
+
+
+def feed_items(
+    data: bytes, name: str, *, bounded: bool = True
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """Items of a feed's bytes: JSON Lines for ``.jsonl``/``.ndjson`` names, else a product object.
+
+    ``bounded=False`` (a file pushed in batches) lifts the items-per-push
+    limit. An empty feed is refused as an empty push would be.
+    """
+    notes: set[str] = set()
+    name = name.lower().removesuffix(".gz")
+    if name.endswith((".jsonl", ".ndjson")):
+        items = list(_json_lines(data, notes))
+        check_items(items, bounded=bounded)
+        return items, notes
+    return product_items(decode_payload(data, notes), "a .json feed", bounded=bounded), notes
+
+
+def read_push(path: str | Path, stdin: BinaryIO | None = None) -> ParsedPush:
+    """One feed file (or ``-``, standard input) as one push, read as ``ingest`` reads it.
+
+    ``.json``, ``.jsonl``/``.ndjson`` and ``.gz`` of either; standard input
+    is a product object unless its first value is an item (JSON Lines), and
+    gzipped when it starts with gzip's magic bytes.
+    """
+    if str(path) == "-":
+        handle = stdin if stdin is not None else sys.stdin.buffer
+        data = read_bounded(handle, gzipped=False)
+        if data.startswith(b"\x1f\x8b"):  # gzip's magic bytes
+            data = read_bounded(io.BytesIO(data), gzipped=True)
+        name = "-.json" if _looks_like_product_object(data) else "-.jsonl"
+    else:
+        with Path(path).open("rb") as handle:
+            data = read_bounded(handle, gzipped=str(path).lower().endswith(".gz"))
+        name = str(path)
+    items, notes = feed_items(data, name)
+    return parse_push({"items": items}, decoded=True, repeats="repeated" in notes)
+
+
+def _looks_like_product_object(data: bytes) -> bool:
+    """Whether standard input holds one product object (a JSON object with ``items``).
+
+    Anything else, a single item on one line included, is read as JSON Lines.
+    """
+    try:
+        value = decode_payload(data)
+    except PushError:
+        return False  # several values (JSON Lines), or broken: the JSON Lines reader says which
+    return isinstance(value, dict) and "items" in value
+
+
+def _json_lines(data: bytes, notes: set[str] | None = None) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = decode_payload(line, notes)
+        except PushError as exc:
+            raise PushError(exc.reason, f"line {number}: {exc.detail}") from None
+        if not isinstance(item, dict):
+            raise PushError("invalid_payload", f"line {number}: an item must be a JSON object")
+        yield item
+
+
+def batches(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    """Consecutive slices of at most ``size`` items (bounded by the push limit)."""
+    size = max(1, min(size, settings.MAX_ITEMS_PER_PUSH))
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def file_groups(files: list[FeedFile], max_bytes: int) -> list[list[FeedFile]]:
+    """Consecutive files in groups of at most ``max_bytes`` (one big file is its own group).
+
+    Worker processes check one group at a time (``ingest_files(workers=...)``).
+    """
+    groups: list[list[FeedFile]] = []
+    size = 0
+    for feed in files:
+        if not groups or size + feed.size > max_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(feed)
+        size += feed.size
+    return groups
