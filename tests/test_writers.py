@@ -91,3 +91,35 @@ def test_one_idempotency_key_sent_by_several_writers_at_once_is_stored_once(lake
     assert catalog.interrupted() == []  # the losers' raw rows are answered by the winner
     report = check(catalog)
     assert report["ok"], report["violations"]
+
+
+def test_a_writer_that_stores_records_between_anothers_items_and_records_adds_no_second_row(
+    tmp_path,
+):
+    """The interleaving the same-key race above once hit, made to happen every time.
+
+    Writer A allocates ids for new items and commits them; before A writes their
+    records, writer B pushes the same items, finds them stored, and writes their
+    records. A's records were to be appended without reading (its items were
+    new), so A must find out that B got there: its records commit is fenced at
+    the fence read before its ids were settled, fails, and folds instead.
+    """
+    from catalog_lake.lake import Lake
+
+    lake = str(tmp_path / "lake")
+    payload = {"items": [make_item(client_item_id=f"k-{i}") for i in range(3)]}
+
+    class BetweenItemsAndRecords(Lake):
+        def upsert(self, name, data, metadata=None, **options):
+            result = super().upsert(name, data, metadata, **options)
+            if name == "items":
+                Catalog(lake).push(payload)  # writer B, in between
+            return result
+
+    writer_a = Catalog(lake)
+    writer_a.lake = BetweenItemsAndRecords(lake)
+    writer_a.push(payload)
+
+    catalog = Catalog(lake)
+    assert sorted(catalog.records()["client_item_id"]) == ["k-0", "k-1", "k-2"]
+    assert check(catalog)["ok"]

@@ -317,23 +317,31 @@ class Lake:
         return self._rewrite_blocks(name, data, metadata, fence)
 
     def upsert_fenced(
-        self, name: str, data: pa.Table, metadata: dict[str, str] | None = None, known: Any = None
+        self,
+        name: str,
+        data: pa.Table,
+        metadata: dict[str, str] | None = None,
+        known: Any = None,
+        fence: int | None = None,
     ) -> dict[str, int]:
-        """``upsert`` at the table's current fence, retried until no other writer got between.
+        """``upsert`` fenced, retried until no other writer got between.
 
         For rows whose ids are settled (records, after their items commit):
         nothing but ``known`` was derived from an earlier read. A first
-        attempt appends rows ``known`` says are new; after a lost race every
-        attempt reads and folds their blocks, since the winner may have
-        stored the same items meanwhile.
+        attempt appends rows ``known`` says are new, at ``fence``: the
+        table's fence read *before* those ids were settled. Any writer that
+        stored the same items since learned of them from that items commit,
+        so its commit moved the fence and the append fails rather than add
+        a second row. After a lost race every attempt reads and folds the
+        blocks at the table's current fence.
         """
         for attempt in races():
             with attempt:
                 first = attempt.retry_state.attempt_number == 1
-                _, fence = self.fence(name)
-                return self.upsert(
-                    name, data, metadata, known=known if first else None, fence=fence
-                )
+                if first and fence is not None and known is not None:
+                    return self.upsert(name, data, metadata, known=known, fence=fence)
+                _, current = self.fence(name)
+                return self.upsert(name, data, metadata, fence=current)
         raise AssertionError("unreachable: the last lost race is raised")
 
     def _rewrite_blocks(

@@ -234,11 +234,15 @@ def _write(
             replay and catalog.lake.has("warnings", "request_id", first.request_id)
         ):
             catalog.lake.append("warnings", warning_rows(pushes, warned_by_push), metadata)
+        # Read before the ids are settled: see ``Lake.upsert_fenced``.
+        _, records_fence = catalog.lake.fence("records")
         items = _store_items(catalog, checked, request_ids, received_at, metadata)
         if len(items):
             known = items.frame["known"].to_numpy(dtype=bool)
             records = derive_records(items, None, catalog.synonyms)
-            catalog.lake.upsert_fenced("records", records.table(RECORDS), metadata, known)
+            catalog.lake.upsert_fenced(
+                "records", records.table(RECORDS), metadata, known, records_fence
+            )
         answers = plan_responses(pushes, checked, items, failed_by_push, warned_by_push)
         return _store_pushes(catalog, pushes, answers, sizes, fence, metadata)
     except (*LAKE_ERRORS, pa.ArrowException) as exc:
