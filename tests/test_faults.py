@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from catalog_lake import Catalog, check
 from tests.conftest import make_item
 
-KILL_ROUNDS = 6
+KILL_ROUNDS = 4
 WRITERS = 4
 
 

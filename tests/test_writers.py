@@ -18,7 +18,7 @@ from catalog_lake import Catalog, check
 from tests.conftest import make_item
 
 WRITERS = 4
-ROUNDS = 5
+ROUNDS = 3
 
 
 def _writer(lake: str, writer: int, env: dict[str, str], start: float) -> list[dict]:

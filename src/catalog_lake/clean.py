@@ -69,7 +69,9 @@ _DURATION_RE2 = (
     f"(?:(?P<d>{_NUM_RE2})D)?(?:T(?:(?P<h>{_NUM_RE2})H)?(?:(?P<mi>{_NUM_RE2})M)?"
     f"(?:(?P<s>{_NUM_RE2})S)?)?$"
 )
-_URL = r"https?://[^\s/?#<>\"]+[^\s<>\"]*"
+# No whitespace, quotes, angle brackets or control characters (RFC 3986 has no place
+# for them; ``repaired_url`` percent-encodes them as browsers do).
+_URL = r"https?://[^\s/?#<>\"\x00-\x1f\x7f]+[^\s<>\"\x00-\x1f\x7f]*"
 _DATE_ONLY = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
 
@@ -324,10 +326,11 @@ def is_url(value: object) -> bool:
 
 #: What the WHATWG URL standard does to a URL as typed: leading and trailing
 #: C0 controls and spaces are stripped, tabs and newlines inside removed, and
-#: a space or ``"<>`` in the path, query or fragment percent-encoded.
+#: a space, ``"<>`` or a control character in the path, query or fragment
+#: percent-encoded.
 _URL_EDGES = "".join(map(chr, range(0x21)))  # C0 controls and the space
 _URL_REMOVED = re.compile(r"[\t\n\r]")
-_URL_ENCODED = re.compile(r'[ "<>]')
+_URL_ENCODED = re.compile(r'[ "<>\x00-\x1f\x7f]')
 _URL_HEAD = re.compile(r"(https?://[^\s/?#<>\"]+)((?:[/?#].*)?)", re.I | re.S)
 
 
