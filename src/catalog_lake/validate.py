@@ -197,7 +197,7 @@ def _any_of(kinds: np.ndarray, names) -> np.ndarray:
 
 
 def _placeholders(cleaned: Cells, found: Findings) -> None:
-    """Optional shaped values sent as "NA", "N/A", "-", "null" or "none": absent, with a warning.
+    """Optional shaped values sent as a placeholder (``rules.PLACEHOLDERS``): absent, warned.
 
     Only where the placeholder could not be a valid value (``PLACEHOLDER_RULES``),
     and never for strict items, which are refused for it as before.
@@ -449,8 +449,8 @@ def _judge_window(cleaned: Cells, parsed: ParsedPush, found: Findings) -> None:
     if price not in cleaned.text.columns or not window_lost.any():
         return
     kind = codes(cleaned, price)
-    sent = _numpy(pc.is_valid(cleaned.text[price].to_arrow()))  # blank is unused (SPEC 2.5)
-    priced = window_lost & (kind != ABSENT) & (kind != CODE["null"]) & sent
+    given = _numpy(pc.is_valid(cleaned.text[price].to_arrow()))  # blank is unused (SPEC 2.5)
+    priced = window_lost & (kind != ABSENT) & (kind != CODE["null"]) & given
     for row in np.flatnonzero(priced).tolist():
         sent = as_sent(_sent(parsed, row, price))
         found.drop(row, price, ErrorCode.INVALID_DISCOUNT_WINDOW, sent, "window dropped")
