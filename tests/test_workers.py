@@ -145,3 +145,23 @@ def test_a_running_dask_cluster_is_used_by_its_address_and_groups_land_in_feed_o
     records = catalog.records().set_index("client_item_id")
     assert records.loc["BEAU-LIP-RED", "product_name"] == "Lipstick v2"
     assert check(catalog)["ok"]
+
+
+def test_a_dry_run_on_workers_answers_as_one_process_and_writes_nothing(tmp_path):
+    """``ingest --force --dry-run --workers 2``: known items by their ids, new ones null."""
+    from catalog_lake.summary import DRY_RUN_KEY
+
+    source = tmp_path / "feeds"
+    source.mkdir()
+    for name in ("a", "b", "c", "d"):  # about 1.2 kB each: two files per group
+        item = make_item(client_item_id=f"{name}-1", images=["x y"], description="d" * 400)
+        (source / f"{name}.json").write_text(json.dumps({"items": [item]}))
+    catalog = Catalog(tmp_path / "lake")
+    ingest(catalog, source, pattern="a.json")
+    # Groups [a, b] and [c, d], each checked on a worker; a-1 is known to the lake.
+    dry = ingest(catalog, source, force=True, dry_run=True, group_items=2, workers=2)
+    assert dry[DRY_RUN_KEY] is True
+    assert (dry["totals"]["received"], dry["totals"]["warned"]) == (4, 4)
+    ids = {k: v for entry in dry["items"] for k, v in entry.items()}
+    assert ids == {"a-1": "1", "b-1": None, "c-1": None, "d-1": None}
+    assert len(catalog.pushes()) == 1  # nothing written

@@ -152,9 +152,11 @@ def dry_run(catalog: Catalog, pushes: list[Push], checked: Checked | None) -> li
     exists = catalog.lake.exists()
     earlier = earlier_pushes(catalog.lake, pushes)[1] if exists else {}
     responses, todo, first_with_key = _idempotent(pushes, earlier)
-    if len(todo) != len(pushes):
-        checked = None
+    if checked is not None and len(todo) != len(pushes):
+        checked = None  # checked for all of them (on a worker): the rest is checked again
     group = [pushes[n] for n in todo]
+    if checked is None:  # a payload checked on a worker travelled without its cells
+        group = [p.reparsed() if p.parsed.cells is None else p for p in group]
     if group:
         parsed, sizes, request_ids, received_at = _group(group)
         if checked is None:
