@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog_lake import Catalog, PushError, clean
+from catalog_lake import Catalog, PushError, check, clean
 from catalog_lake.items import typed_items
 from catalog_lake.lake import Lake
 from catalog_lake.parse import parse_push
@@ -455,3 +455,29 @@ def test_an_ingest_dry_run_records_nothing_so_the_real_run_reads_every_file(cata
     real = ingest(catalog, folder)
     assert real["files"]["ingested"] == ["a.json"]
     assert [r["kind"] for r in catalog.lake.read("runs").to_pylist()] == ["ingest"]
+
+
+def test_a_lake_from_before_warnings_is_checked_strictly_and_upgraded_by_the_next_push(tmp_path):
+    """Its raw rows have no ``strict`` column and it has no ``warnings`` table."""
+    import shutil
+
+    from deltalake import write_deltalake
+
+    lake = tmp_path / "lake"
+    Catalog(lake).push({"items": [make_item(client_item_id="old", attributes__returnable="NA")]},
+                       strict=True)  # fmt: skip
+    raw = Catalog(lake).lake.read("raw")
+    write_deltalake(str(lake / "raw"), raw.drop_columns(["strict"]), mode="overwrite",
+                    schema_mode="overwrite", partition_by=["received_date"])  # fmt: skip
+    shutil.rmtree(lake / "warnings")
+
+    catalog = Catalog(lake)
+    assert check(catalog)["ok"]  # the old push is replayed strictly: still refused
+    assert catalog.warnings().empty
+    response = catalog.push(
+        {"items": [make_item(client_item_id="new", attributes__returnable="NA")]}
+    )
+    assert response["catalog_push_success_product_count"] == "1"
+    assert catalog.warnings()["client_item_id"].tolist() == ["new"]
+    assert catalog.raw()["strict"].tolist() == [None, False]
+    assert check(catalog)["ok"]

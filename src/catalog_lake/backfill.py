@@ -87,7 +87,7 @@ def backfill(
     for chunk in _chunks(pushes, chunk_items):
         rows = catalog.lake.read(
             "raw",
-            'SELECT request_id, "index", received_at, item_json, strict FROM "raw" '
+            'SELECT * FROM "raw" '  # ``strict`` is missing from a lake not yet upgraded
             f"WHERE request_id IN ({', '.join(quote(r) for r in chunk)}) "
             'ORDER BY received_at, request_id, "index"',
         ).to_pandas()
@@ -99,7 +99,7 @@ def backfill(
                     request_ids=rows["request_id"],
                     received_at=rows["received_at"],
                     price_time=price_time,
-                    strict=strict_of(rows["strict"].tolist()),
+                    strict=strict_of(rows.get("strict", pd.Series([None] * len(rows))).tolist()),
                 )
                 records = derived.records.table(RECORDS)
                 if not dry_run and records.num_rows:
