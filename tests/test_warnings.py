@@ -481,3 +481,28 @@ def test_a_lake_from_before_warnings_is_checked_strictly_and_upgraded_by_the_nex
     assert catalog.warnings()["client_item_id"].tolist() == ["new"]
     assert catalog.raw()["strict"].tolist() == [None, False]
     assert check(catalog)["ok"]
+
+
+# --- quirks found in live seller catalogs (bench/ondc.py, ONDC's verification logs) ---------
+
+LIVE_QUIRKS = [
+    ('"inventory_info": {"qty": "undefined", "max_qty": "NA"}', "inventory_info.qty", "dropped"),
+    ('"images": ["OI", "https://cdn.example.com/a.png"]', "images", "dropped"),
+    ('"images": ["https://cdn.example.com/Loafer CHOCO MELANCHE-Grey.jpg"]', "images", "repaired"),
+    ('"attributes": {"time_to_ship": "P23H"}', "attributes.time_to_ship", "repaired"),
+    ('"attributes": {"dimension_unit": NaN, "dimension_length": NaN}',
+     "attributes.dimension_unit", "dropped"),
+    ('"pricing_info": {"mrp": "42.000000", "sale_price": "42.000000"}', "pricing_info.mrp",
+     "repaired"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fragment", "field", "action"), LIVE_QUIRKS)
+def test_what_live_seller_apps_send_costs_a_value_not_the_product(catalog, fragment, field, action):
+    base = {k: v for k, v in make_item().items() if f'"{k}"' not in fragment}
+    text = json.dumps(base)[:-1] + ", " + fragment + "}"
+    response = catalog.push('{"items": [' + text + "]}")
+    assert response["catalog_push_success_product_count"] == "1", response
+    (warned,) = response["catalog_push_warning_items"]
+    assert (field, action) in [(w["field"], w["action"]) for w in warned["warnings"]]
+    assert check(catalog, derive=False)["ok"]
