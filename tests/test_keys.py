@@ -10,7 +10,7 @@ import pytest
 
 from catalog_lake import Catalog, check
 from catalog_lake.feeds import ingest
-from catalog_lake.lake import KEYS_FILE, KeySnapshot
+from catalog_lake.keys import KEYS_FILE, KeySnapshot, load_snapshot, save_snapshot
 from catalog_lake.maintain import maintain
 from tests.conftest import make_item
 from tests.test_groups import Ticking
@@ -52,7 +52,7 @@ def test_an_ingest_run_leaves_a_snapshot_of_every_stored_key(tmp_path, ticking):
     catalog = Catalog(tmp_path / "lake", clock=ticking)
     ingest(catalog, FEEDS)
 
-    snapshot = catalog.lake.load_keys()
+    snapshot = load_snapshot(catalog.lake)
     assert snapshot is not None
     assert snapshot.version == catalog.lake.version("items")
     assert _keys_of(snapshot.table) == _stored_keys(catalog)
@@ -87,7 +87,7 @@ def test_only_the_blocks_changed_since_the_snapshot_are_read(tmp_path, ticking):
     catalog.save_key_index()
     Catalog(lake, clock=ticking).push(_items("x0", name="v2"))  # block 0 rewritten
 
-    snapshot = catalog.lake.load_keys()
+    snapshot = load_snapshot(catalog.lake)
     scan = catalog.lake.blocks_scan("items", ["client_item_id", "object_id"], snapshot.files)
 
     assert scan.touched == {0}
@@ -163,11 +163,11 @@ def test_a_cold_lookup_that_reads_many_files_saves_a_new_snapshot(tmp_path, tick
     catalog = Catalog(lake, clock=ticking)
     for n in range(4):
         catalog.push(_items(f"y{2 * n}", f"y{2 * n + 1}"))
-    assert catalog.lake.load_keys() is None
+    assert load_snapshot(catalog.lake) is None
 
     Catalog(lake, clock=ticking).push(_items("y9"))
 
-    snapshot = catalog.lake.load_keys()
+    snapshot = load_snapshot(catalog.lake)
     assert snapshot is not None
     assert sorted(snapshot.table["client_item_id"].to_pylist()) == [f"y{n}" for n in range(8)]
 
@@ -178,11 +178,11 @@ def test_check_reports_a_snapshot_that_disagrees_with_the_items_table(tmp_path, 
     catalog.push(_items("a", "b"))
     catalog.save_key_index()
     assert check(catalog)["violations"] == []
-    snapshot = catalog.lake.load_keys()
+    snapshot = load_snapshot(catalog.lake)
     wrong = snapshot.table.set_column(
         1, "object_id", pa.array([9, 10], pa.int64()).cast(snapshot.table.schema.field(1).type)
     )
-    catalog.lake.save_keys(KeySnapshot(snapshot.version, snapshot.files, wrong))
+    save_snapshot(catalog.lake, KeySnapshot(snapshot.version, snapshot.files, wrong))
 
     (found,) = check(catalog)["violations"]
 

@@ -14,15 +14,21 @@ gets ``FenceMoved``, forgets the index and allocates again.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 
 from . import settings
-from .lake import BlocksScan, KeySnapshot, Lake, is_local
+from .lake import BlocksScan, Lake, is_local
 from .records import Batch
 
 #: Files a cold key lookup may read past the lake's key snapshot before it saves a new one.
@@ -61,7 +67,7 @@ class Keys:
 
     def snapshot(self) -> pa.Table | None:
         """The keys a new process would load (snapshot plus changed blocks); None without one."""
-        snapshot = self.lake.load_keys()
+        snapshot = load_snapshot(self.lake)
         return None if snapshot is None else self.from_files(snapshot)[0]
 
     def assign(
@@ -125,9 +131,9 @@ class Keys:
             if version is not None:
                 return cached
         if is_local(self.lake.uri):
-            table, scan = self.from_files(self.lake.load_keys())
+            table, scan = self.from_files(load_snapshot(self.lake))
             if scan.files_read > KEYS_RESAVE_FILES:
-                self.lake.save_keys(KeySnapshot(scan.version, scan.files, table))
+                save_snapshot(self.lake, KeySnapshot(scan.version, scan.files, table))
         else:
             table = self.lake.scan("items", ["client_item_id", "object_id"])
             blocks = pc.divide(table["object_id"], settings.ID_BLOCK_SIZE)  # ids are positive
@@ -165,9 +171,9 @@ class Keys:
         """
         if not is_local(self.lake.uri):
             return
-        table, scan = self.from_files(self.lake.load_keys())
+        table, scan = self.from_files(load_snapshot(self.lake))
         if scan.version is not None:
-            self.lake.save_keys(KeySnapshot(scan.version, scan.files, table))
+            save_snapshot(self.lake, KeySnapshot(scan.version, scan.files, table))
 
     def remember(self, items: Batch) -> None:
         """Add the new items of a push whose fenced items commit just landed to the index.
@@ -195,3 +201,71 @@ class Keys:
             table = table.combine_chunks()
         max_id = max(cached.max_id, int(new["object_id"].max()))
         self._index = KeyIndex(version, table, max_id, cached.fence + 1)
+
+
+# --- the key snapshot: a local lake's keys by id block, kept beside its tables --------------
+
+#: The file in a local lake keeping the items table's keys by id block (``save_snapshot``).
+KEYS_FILE = "_catalog_lake.keys.arrow"
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KeySnapshot:
+    """Some columns of a table, with ``id_block``, as of ``version`` and its ``files``."""
+
+    version: int
+    files: dict[str, int]
+    table: pa.Table
+
+
+def load_snapshot(lake: Lake) -> KeySnapshot | None:
+    """The saved key snapshot of a local lake, or None (none saved, or unreadable).
+
+    A snapshot that cannot be read is only a slower start: the keys are
+    then read from the table, and the next save replaces the file.
+    """
+    if not is_local(lake.uri):
+        return None
+    path = Path(lake.uri.removeprefix("file://")) / KEYS_FILE
+    try:
+        with pa.memory_map(str(path)) as source:
+            table = ipc.open_file(source).read_all()
+        meta = table.schema.metadata or {}
+        files = {str(p): int(b) for p, b in json.loads(meta[b"files"]).items()}
+        expected = pa.schema(
+            [
+                ("client_item_id", pa.string()),
+                ("object_id", pa.int64()),
+                ("id_block", pa.int64()),
+            ]
+        )
+        keys = table.select(expected.names).cast(expected)
+        return KeySnapshot(int(meta[b"version"]), files, keys)
+    except FileNotFoundError:
+        return None
+    except (OSError, KeyError, ValueError, TypeError, pa.ArrowException) as exc:
+        _log.warning("ignoring the key snapshot %s: %s", path, exc)
+        return None
+
+
+def save_snapshot(lake: Lake, snapshot: KeySnapshot) -> None:
+    """Keep a snapshot of keys by id block in a local lake, replacing the last one.
+
+    Written to a new file and renamed over the old one, so a reader sees
+    either snapshot whole. It is a cache: the tables stay the truth, and
+    ``BlocksScan`` re-reads every block whose files differ from it.
+    """
+    if not is_local(lake.uri):
+        return
+    path = Path(lake.uri.removeprefix("file://")) / KEYS_FILE
+    meta = {"version": str(snapshot.version), "files": json.dumps(snapshot.files)}
+    table = snapshot.table.replace_schema_metadata(meta)
+    partial = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+    try:
+        with pa.OSFile(str(partial), "wb") as sink, ipc.new_file(sink, table.schema) as out:
+            out.write_table(table)
+        os.replace(partial, path)
+    except (OSError, pa.ArrowException) as exc:
+        partial.unlink(missing_ok=True)
+        _log.warning("cannot save the key snapshot %s: %s", path, exc)

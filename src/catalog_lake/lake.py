@@ -9,11 +9,8 @@ can abort the interpreter at exit (delta-rs issue 2184).
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import os
 import re
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +21,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.ipc as ipc
 from deltalake import (
     ColumnProperties,
     CommitProperties,
@@ -58,9 +54,6 @@ FENCES = {
 }
 #: Columns an upsert never changes on a row that already exists.
 KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
-#: The file in a local lake keeping the items table's keys by id block (see ``Lake.save_keys``).
-KEYS_FILE = "_catalog_lake.keys.arrow"
-
 #: Commits a ``DeltaTable`` object may see before ``Lake.table`` opens it afresh.
 REOPEN_AFTER_COMMITS = 50
 
@@ -665,7 +658,7 @@ class Lake:
 
         ``known`` maps the table's files at some earlier version to their id
         blocks (``BlocksScan.files`` of an earlier scan, or of a saved
-        ``KeySnapshot``); None reads every block. Files are never changed in
+        ``keys.KeySnapshot``); None reads every block. Files are never changed in
         place, so a block whose files are the same holds the same rows, and
         a block that gained or lost a file is read whole. What the caller
         kept of the other blocks plus ``rows`` is then the whole table, at a
@@ -701,56 +694,6 @@ class Lake:
             raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
         return BlocksScan(version, files, touched, rows, len(paths))
 
-    def load_keys(self) -> KeySnapshot | None:
-        """The saved key snapshot of a local lake, or None (none saved, or unreadable).
-
-        A snapshot that cannot be read is only a slower start: the keys are
-        then read from the table, and the next save replaces the file.
-        """
-        if not is_local(self.uri):
-            return None
-        path = Path(self.uri.removeprefix("file://")) / KEYS_FILE
-        try:
-            with pa.memory_map(str(path)) as source:
-                table = ipc.open_file(source).read_all()
-            meta = table.schema.metadata or {}
-            files = {str(p): int(b) for p, b in json.loads(meta[b"files"]).items()}
-            expected = pa.schema(
-                [
-                    ("client_item_id", pa.string()),
-                    ("object_id", pa.int64()),
-                    ("id_block", pa.int64()),
-                ]
-            )
-            keys = table.select(expected.names).cast(expected)
-            return KeySnapshot(int(meta[b"version"]), files, keys)
-        except FileNotFoundError:
-            return None
-        except (OSError, KeyError, ValueError, TypeError, pa.ArrowException) as exc:
-            _log.warning("ignoring the key snapshot %s: %s", path, exc)
-            return None
-
-    def save_keys(self, snapshot: KeySnapshot) -> None:
-        """Keep a snapshot of keys by id block in a local lake, replacing the last one.
-
-        Written to a new file and renamed over the old one, so a reader sees
-        either snapshot whole. It is a cache: the tables stay the truth, and
-        ``BlocksScan`` re-reads every block whose files differ from it.
-        """
-        if not is_local(self.uri):
-            return
-        path = Path(self.uri.removeprefix("file://")) / KEYS_FILE
-        meta = {"version": str(snapshot.version), "files": json.dumps(snapshot.files)}
-        table = snapshot.table.replace_schema_metadata(meta)
-        partial = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
-        try:
-            with pa.OSFile(str(partial), "wb") as sink, ipc.new_file(sink, table.schema) as out:
-                out.write_table(table)
-            os.replace(partial, path)
-        except (OSError, pa.ArrowException) as exc:
-            partial.unlink(missing_ok=True)
-            _log.warning("cannot save the key snapshot %s: %s", path, exc)
-
 
 @dataclass(frozen=True)
 class BlocksScan:
@@ -761,15 +704,6 @@ class BlocksScan:
     touched: set[int]  # the blocks whose rows are in ``rows``
     rows: pa.Table
     files_read: int = 0
-
-
-@dataclass(frozen=True)
-class KeySnapshot:
-    """Some columns of a table, with ``id_block``, as of ``version`` and its ``files``."""
-
-    version: int
-    files: dict[str, int]
-    table: pa.Table
 
 
 def _blocks_dataset(paths: list[str], root: str) -> ds.Dataset:
