@@ -338,13 +338,7 @@ class Catalog:
         Each error's ``value`` is the value as it was sent (the table keeps it
         as JSON text, since a value can be of any JSON type).
         """
-        frame = _pandas(self.lake.read("rejects")).sort_values(
-            ["rejected_at", "index"], ignore_index=True
-        )
-        frame["errors"] = frame["errors"].map(
-            lambda errors: [{**e, "value": _sent(e["value"])} for e in errors]
-        )
-        return frame
+        return _listed(self.lake.read("rejects"), "errors", "rejected_at")
 
     def warnings(self) -> pd.DataFrame:
         """Every item stored with warnings: request id, index, each value dropped or repaired.
@@ -352,13 +346,7 @@ class Catalog:
         Each warning's ``value`` is the value as it was sent; ``action`` says
         what was done (``dropped``, or ``repaired`` to ``repaired_to``).
         """
-        frame = _pandas(self.lake.read("warnings")).sort_values(
-            ["warned_at", "index"], ignore_index=True
-        )
-        frame["warnings"] = frame["warnings"].map(
-            lambda warnings: [{**w, "value": _sent(w["value"])} for w in warnings]
-        )
-        return frame
+        return _listed(self.lake.read("warnings"), "warnings", "warned_at")
 
     def pushes(self) -> pd.DataFrame:
         """One row per push with its response counts and timing."""
@@ -369,6 +357,15 @@ class Catalog:
         return _pandas(self.lake.read("raw")).sort_values(
             ["received_at", "index"], ignore_index=True
         )
+
+
+def _listed(table: pa.Table, column: str, stamp: str) -> pd.DataFrame:
+    """Rejects or warnings in the order they came, each entry's value as it was sent."""
+    frame = _pandas(table).sort_values([stamp, "index"], ignore_index=True)
+    frame[column] = frame[column].map(
+        lambda entries: [{**e, "value": _sent(e["value"])} for e in entries]
+    )
+    return frame
 
 
 def _sent(value: str | None) -> Any:

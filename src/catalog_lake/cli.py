@@ -281,24 +281,7 @@ def rejects(
 ) -> None:
     """Show rejected items with their error codes and messages."""
     frame = _catalog(lake).rejects()
-    if request_id:
-        frame = frame[frame["request_id"] == request_id]
-    if code:
-        frame = frame[frame["codes"].map(lambda codes: code in list(codes))]
-    if as_json:
-        _show(frame.head(limit), True, "")
-        return
-    view = pd.DataFrame(
-        {
-            "request_id": frame["request_id"],
-            "index": frame["index"],
-            "client_item_id": frame["client_item_id"],
-            "errors": frame["errors"].map(
-                lambda errors: "; ".join(f"{e['code']}: {e['message']}" for e in errors)
-            ),
-        }
-    )
-    _show(view.head(limit), False, f"rejects ({len(frame)})")
+    _listed(frame, request_id, code, limit, as_json, "errors", _refused, "rejects")
 
 
 @app.command()
@@ -311,6 +294,13 @@ def warnings(
 ) -> None:
     """Show items stored with warnings: each value dropped or repaired, as sent."""
     frame = _catalog(lake).warnings()
+    _listed(
+        frame, request_id, code, limit, as_json, "warnings", _done, "items stored with warnings"
+    )
+
+
+def _listed(frame, request_id, code, limit, as_json, column, said, title) -> None:
+    """``rejects`` and ``warnings``: items of one push or code, as JSON or as a table."""
     if request_id:
         frame = frame[frame["request_id"] == request_id]
     if code:
@@ -323,10 +313,14 @@ def warnings(
             "request_id": frame["request_id"],
             "index": frame["index"],
             "client_item_id": frame["client_item_id"],
-            "warnings": frame["warnings"].map(lambda warnings: "; ".join(map(_done, warnings))),
+            column: frame[column].map(lambda entries: "; ".join(map(said, entries))),
         }
     )
-    _show(view.head(limit), False, f"items stored with warnings ({len(frame)})")
+    _show(view.head(limit), False, f"{title} ({len(frame)})")
+
+
+def _refused(error: dict[str, Any]) -> str:
+    return f"{error['code']}: {error['message']}"
 
 
 def _done(warning: dict[str, Any]) -> str:

@@ -279,45 +279,34 @@ def raw_rows(
 
 def reject_rows(pushes: list[Push], failed_by_push: list[list[dict[str, Any]]]) -> pa.Table:
     """Rejects-table rows: one per failed item, its errors with each value as JSON text."""
-    rows = [
-        {
-            "request_id": push.request_id,
-            "index": f["index"],
-            "client_item_id": f["client_item_id"],
-            "codes": list(dict.fromkeys(e["code"] for e in f["errors"])),
-            "errors": [
-                {**e, "value": json.dumps(e["value"], ensure_ascii=False)} for e in f["errors"]
-            ],
-            "rejected_at": push.received_at,
-        }
-        for push, failed in zip(pushes, failed_by_push, strict=True)
-        for f in failed
-    ]
-    return pa.Table.from_pylist(rows, schema=REJECTS)
+    return _item_rows(pushes, failed_by_push, "errors", "rejected_at", REJECTS)
 
 
 def warning_rows(pushes: list[Push], warned_by_push: list[list[dict[str, Any]]]) -> pa.Table:
     """Warnings-table rows: one per item stored with warnings, each value as JSON text."""
+    return _item_rows(pushes, warned_by_push, "warnings", "warned_at", WARNINGS)
+
+
+def _item_rows(
+    pushes: list[Push], by_push: list[list[dict[str, Any]]], key: str, stamp: str, schema
+) -> pa.Table:
+    """One row per listed item: its codes, and its entries with each value as JSON text.
+
+    A value may be of any JSON type; ``Catalog.rejects`` and ``warnings`` turn it back.
+    """
     rows = [
         {
             "request_id": push.request_id,
-            "index": w["index"],
-            "client_item_id": w["client_item_id"],
-            "codes": list(dict.fromkeys(e["code"] for e in w["warnings"])),
-            "warnings": [
-                {
-                    **e,
-                    "value": json.dumps(e["value"], ensure_ascii=False),
-                    "repaired_to": e["repaired_to"],
-                }
-                for e in w["warnings"]
-            ],
-            "warned_at": push.received_at,
+            "index": item["index"],
+            "client_item_id": item["client_item_id"],
+            "codes": list(dict.fromkeys(e["code"] for e in item[key])),
+            key: [{**e, "value": json.dumps(e["value"], ensure_ascii=False)} for e in item[key]],
+            stamp: push.received_at,
         }
-        for push, items in zip(pushes, warned_by_push, strict=True)
-        for w in items
+        for push, items in zip(pushes, by_push, strict=True)
+        for item in items
     ]
-    return pa.Table.from_pylist(rows, schema=WARNINGS)
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def strict_of(values: list[bool | None]) -> np.ndarray:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from catalog_lake import RESPONSE_KEYS, Catalog, IngestError
+from tests.conftest import FEEDS_TOTALS
 
 FEEDS = Path(__file__).parents[2] / "data" / "feeds"
 
@@ -32,13 +33,7 @@ def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefec
     assert isinstance(error, IngestError)
     summary = error.summary
     assert list(summary)[:5] == list(RESPONSE_KEYS)
-    assert summary["totals"] == {
-        "received": 16,
-        "success": 14,
-        "failed": 2,
-        "warned": 5,
-        "already_stored": 0,
-    }
+    assert summary["totals"] == FEEDS_TOTALS
     assert [f["path"] for f in summary["files"]["failed"]] == ["broken.json"]
     assert summary["flow_run_id"]
     catalog = Catalog(lake)
