@@ -15,9 +15,29 @@ FEEDS = Path(__file__).parents[2] / "data" / "feeds"
 pytestmark = pytest.mark.flow
 
 
+def _artifacts(key: str) -> list[dict]:
+    """The artifacts under ``key``, newest first.
+
+    Artifact.get() sends null offset/flow_runs, which 3.8.8's server refuses
+    with fastapi 0.154 (422); the same filter with explicit values works.
+    """
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        response = client._client.post(
+            "/artifacts/filter",
+            json={
+                "artifacts": {"key": {"any_": [key]}},
+                "limit": 5,
+                "offset": 0,
+                "sort": "CREATED_DESC",
+            },
+        )
+    return response.json()
+
+
 def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefect_server, tmp_path):
     from flows.catalog_flows import ingest
-    from prefect.client.orchestration import get_client
 
     source = tmp_path / "feeds"
     shutil.copytree(FEEDS, source)
@@ -44,34 +64,12 @@ def test_ingest_flow_writes_tables_publishes_summary_and_skips_seen_files(prefec
     runs = catalog.lake.read("runs").to_pandas()
     assert runs["flow_run_id"].tolist() == [summary["flow_run_id"]]
 
-    # Artifact.get() sends null offset/flow_runs, which 3.8.8's server refuses
-    # with fastapi 0.154 (422); the same filter with explicit values works.
-    with get_client(sync_client=True) as client:
-        response = client._client.post(
-            "/artifacts/filter",
-            json={
-                "artifacts": {"key": {"any_": ["ingest-summary"]}},
-                "limit": 5,
-                "offset": 0,
-                "sort": "CREATED_DESC",
-            },
-        )
-    (artifact,) = response.json()
+    (artifact,) = _artifacts("ingest-summary")
     assert artifact["type"] == "markdown"
     assert f"# Ingest run `{summary['catalog_push_request_id']}`" in artifact["data"]
     assert "| `broken.json` | invalid |" in artifact["data"]
     assert "## Top warning codes" in artifact["data"]
-    with get_client(sync_client=True) as client:
-        response = client._client.post(
-            "/artifacts/filter",
-            json={
-                "artifacts": {"key": {"any_": ["ingest-warnings"]}},
-                "limit": 5,
-                "offset": 0,
-                "sort": "CREATED_DESC",
-            },
-        )
-    (warnings,) = response.json()
+    (warnings,) = _artifacts("ingest-warnings")
     assert warnings["type"] == "table"
     assert "PT3H" in warnings["data"]  # the time_to_ship sent as P3H, repaired
 
