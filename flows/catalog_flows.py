@@ -156,7 +156,7 @@ def dask_runner(workers: int, address: str | None):
     """A ``DaskTaskRunner``: a running scheduler at ``address``, else a ``LocalCluster``.
 
     The local cluster has ``workers`` one-thread processes and lives as long
-    as the flow run. Its workers run plain functions (``feeds.check_files``),
+    as the flow run. Its workers run plain functions (``workers.check_files``),
     never Prefect tasks, so they need no Prefect API of their own.
     """
     from prefect_dask import DaskTaskRunner

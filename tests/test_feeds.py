@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from catalog_lake import RESPONSE_KEYS
-from catalog_lake.feeds import ingest, runs
+from catalog_lake.feeds import ingest
+from catalog_lake.runs import runs
 from catalog_lake.sources import batches, discover
 from tests.conftest import FEEDS_TOTALS, make_item
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from catalog_lake import Catalog, check
+from catalog_lake import Catalog, check, reads
 from catalog_lake.feeds import ingest
 from catalog_lake.keys import KEYS_FILE, KeySnapshot, load_snapshot, save_snapshot
 from catalog_lake.maintain import maintain
@@ -88,7 +88,7 @@ def test_only_the_blocks_changed_since_the_snapshot_are_read(tmp_path, ticking):
     Catalog(lake, clock=ticking).push(_items("x0", name="v2"))  # block 0 rewritten
 
     snapshot = load_snapshot(catalog.lake)
-    scan = catalog.lake.blocks_scan("items", ["client_item_id", "object_id"], snapshot.files)
+    scan = reads.blocks_scan(catalog.lake, "items", ["client_item_id", "object_id"], snapshot.files)
 
     assert scan.touched == {0}
     assert scan.files_read == 1 and len(scan.files) >= 5

@@ -13,8 +13,8 @@ import pytest
 
 from catalog_lake import Catalog, check, settings
 from catalog_lake import lake as lake_module
+from catalog_lake.blocks import upserted
 from catalog_lake.errors import LakeError
-from catalog_lake.lake import upserted
 from catalog_lake.schemas import ITEMS, PLAIN_COLUMNS, STATS_COLUMNS
 from tests.conftest import make_item
 

@@ -208,7 +208,7 @@ def test_the_fast_flat_frame_equals_the_value_by_value_one():
 
     from bench import synth
 
-    from catalog_lake.parse import flatten
+    from catalog_lake.flat import flatten
 
     # Without NaN, which only the value-by-value path marks (the fast one is not used then).
     items = [i for i in synth.items(300, dirty_fraction=0.2) if "NaN" not in json.dumps(i)] + [

@@ -65,10 +65,18 @@ def test_repair_finishes_a_push_that_died_after_raw(tmp_path, clock, table):
 
 
 class FailingLookups(Lake):
-    """A real lake whose id lookup fails, after raw was appended."""
+    """A real lake whose items table cannot be read once raw was appended: ids cannot be found."""
 
-    def blocks_scan(self, name, columns, known=None):
-        raise OSError("simulated failure reading the key index")
+    raw_written = False
+
+    def append(self, name, data, *args, **kwargs):
+        super().append(name, data, *args, **kwargs)
+        self.raw_written |= name == "raw"
+
+    def table(self, name):
+        if name == "items" and self.raw_written:
+            raise OSError("simulated failure reading the key index")
+        return super().table(name)
 
 
 def test_a_failure_finding_ids_after_raw_can_be_repaired(tmp_path, clock):

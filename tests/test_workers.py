@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from catalog_lake import Catalog, PushRequest, check
-from catalog_lake.feeds import check_files, ingest
+from catalog_lake.feeds import ingest
 from catalog_lake.sources import discover, read_items
+from catalog_lake.workers import check_files
 from tests.conftest import make_item
 from tests.test_groups import Ticking
 

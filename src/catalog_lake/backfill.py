@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from . import reads
 from .lake import quote, races, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .push import strict_of
@@ -118,8 +119,12 @@ def backfill(
                         raise
                     keys.remember(derived.items)
         report["items_rejected"] += len(derived.checked.errors)
-        found = catalog.lake.lookup(
-            "records", "client_item_id", records["client_item_id"].to_pylist(), COMPARED
+        found = reads.lookup(
+            catalog.lake,
+            "records",
+            "client_item_id",
+            records["client_item_id"].to_pylist(),
+            COMPARED,
         )
         before.append(found.to_pandas())
         after.append(records.select(COMPARED).to_pandas())

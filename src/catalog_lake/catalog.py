@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import settings, store
+from . import reads, settings, store
 from .errors import CatalogLakeError, PushError
 from .keys import Keys
 from .lake import Lake, quote
@@ -302,7 +302,8 @@ class Catalog:
             limit: at most this many rows.
             as_of: a table version number or an ISO timestamp (time travel).
         """
-        table = self.lake.select(
+        table = reads.select(
+            self.lake,
             "records",
             columns=columns,
             where=where,

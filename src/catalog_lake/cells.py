@@ -10,7 +10,7 @@ location_id) also keep their elements' texts and kinds. Fields outside the
 spec are kept whole, as JSON, for ``items.extra_fields`` and
 ``items.extra_attributes``. From here on every rule is a column expression.
 
-Built from the object frame ``parse.flatten`` lays decoded items out in:
+Built from the object frame ``flat.flatten`` lays decoded items out in:
 columns of one JSON kind are converted whole, mixed ones value by value.
 """
 
@@ -127,7 +127,7 @@ def _empty_lists(n: int) -> pl.Series:
 
 
 def from_frame(frame: pd.DataFrame, item_json: list[str] | None = None) -> Cells:
-    """Cells of the flat object frame ``parse.flatten`` made of a push's decoded items.
+    """Cells of the flat object frame ``flat.flatten`` made of a push's decoded items.
 
     Most columns hold one JSON kind (all text, all booleans) and are converted
     whole, by pandas' type inference and Arrow; only mixed columns visit their
@@ -215,7 +215,7 @@ def _column(values: np.ndarray, *, lists: bool = True) -> tuple[pa.Array, pa.Arr
 
 
 def text_and_kind(value: Any) -> tuple[str | None, str]:
-    """A value's text and JSON kind (numbers by their JSON text: ``parse.JsonFloat``)."""
+    """A value's text and JSON kind (numbers by their JSON text: ``flat.JsonFloat``)."""
     kind = _KIND_OF.get(value.__class__)
     if kind == "str":
         return value, kind

@@ -215,7 +215,7 @@ def counts(text: pa.Array, floats: pa.Array | None = None) -> pa.Array:
     """Whole numbers 0 to MAX_COUNT from their text (``5``, ``" 7 "``); null otherwise.
 
     ``floats`` marks the values sent as JSON numbers with a fraction or an
-    exponent, which arrive as their JSON text (``parse.JsonFloat``): ``5.0``
+    exponent, which arrive as their JSON text (``flat.JsonFloat``): ``5.0``
     is then a count and ``4.9999999999999999`` is not, whatever the nearest
     float is. Text such as ``"5.0"`` is not a count.
     """

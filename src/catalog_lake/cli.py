@@ -9,19 +9,26 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import pandas as pd
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
 from . import settings
 from .catalog import Catalog
 from .errors import CatalogLakeError
+from .terminal import (
+    IngestProgress,
+    done,
+    listed,
+    out,
+    print_json,
+    refused,
+    say_error,
+    show,
+)
 
 
 class _OneLineErrors(TyperGroup):
@@ -51,8 +58,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-
 
 #: What ``records`` shows in a terminal without --columns: 25 columns do not fit one.
 DEFAULT_COLUMNS = (
@@ -65,11 +70,6 @@ DEFAULT_COLUMNS = (
     "inventory",
     "brand",
 )
-
-
-def say_error(message: str) -> None:
-    """One plain line on stderr: no wrapping, no markup, easy to grep."""
-    print(f"catalog-lake: error: {message}", file=sys.stderr)
 
 
 LakeOption = Annotated[
@@ -135,12 +135,6 @@ def _catalog(lake: str | None) -> Catalog:
         raise fail(str(exc)) from None
 
 
-def _print_json(data: Any) -> None:
-    out.print_json(json.dumps(data, ensure_ascii=False, default=str)) if out.is_terminal else print(
-        json.dumps(data, ensure_ascii=False, default=str, indent=2)
-    )
-
-
 @app.command()
 def push(
     files: Annotated[
@@ -189,49 +183,11 @@ def push(
             whole_failures += 1
             continue
         item_failures += int(response["catalog_push_failed_product_count"])
-        _print_json(response)
+        print_json(response)
     if whole_failures:
         raise typer.Exit(1)
     if strict and item_failures:
         raise typer.Exit(3)
-
-
-def _show(frame: pd.DataFrame, as_json: bool, title: str) -> None:
-    if as_json:
-        for row in frame.to_dict(orient="records"):
-            print(
-                json.dumps({k: _plain(v) for k, v in row.items()}, ensure_ascii=False, default=str)
-            )
-        return
-    table = Table(title=title, show_lines=False)
-    for column in frame.columns:
-        table.add_column(str(column), overflow="fold")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(_cell(v) for v in row))
-    out.print(table)
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return _plain(value.tolist())
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
-        return None
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    return value
-
-
-def _cell(value: Any) -> str:
-    value = _plain(value)
-    if value is None:
-        return ""
-    if isinstance(value, list):
-        return ", ".join(map(str, value))
-    return str(value)
 
 
 @app.command()
@@ -266,7 +222,7 @@ def records(
     except CatalogLakeError as exc:
         usage = str(exc).startswith(("unknown column", "--where", "--as-of"))
         raise fail(str(exc), 2 if usage else 1) from None
-    _show(frame, as_json, f"records ({len(frame)} shown)")
+    show(frame, as_json, f"records ({len(frame)} shown)")
 
 
 @app.command()
@@ -281,7 +237,7 @@ def rejects(
 ) -> None:
     """Show rejected items with their error codes and messages."""
     frame = _catalog(lake).rejects()
-    _listed(frame, request_id, code, limit, as_json, "errors", _refused, "rejects")
+    listed(frame, request_id, code, limit, as_json, "errors", refused, "rejects")
 
 
 @app.command()
@@ -294,41 +250,7 @@ def warnings(
 ) -> None:
     """Show items stored with warnings: each value dropped or repaired, as sent."""
     frame = _catalog(lake).warnings()
-    _listed(
-        frame, request_id, code, limit, as_json, "warnings", _done, "items stored with warnings"
-    )
-
-
-def _listed(frame, request_id, code, limit, as_json, column, said, title) -> None:
-    """``rejects`` and ``warnings``: items of one push or code, as JSON or as a table."""
-    if request_id:
-        frame = frame[frame["request_id"] == request_id]
-    if code:
-        frame = frame[frame["codes"].map(lambda codes: code in list(codes))]
-    if as_json:
-        _show(frame.head(limit), True, "")
-        return
-    view = pd.DataFrame(
-        {
-            "request_id": frame["request_id"],
-            "index": frame["index"],
-            "client_item_id": frame["client_item_id"],
-            column: frame[column].map(lambda entries: "; ".join(map(said, entries))),
-        }
-    )
-    _show(view.head(limit), False, f"{title} ({len(frame)})")
-
-
-def _refused(error: dict[str, Any]) -> str:
-    return f"{error['code']}: {error['message']}"
-
-
-def _done(warning: dict[str, Any]) -> str:
-    """One warning in a few words: the field, the value as sent, what was done (--json: all)."""
-    sent = json.dumps(warning["value"], ensure_ascii=False)
-    if warning["action"] == "repaired":
-        return f"{warning['field']} {sent} repaired to {json.dumps(warning['repaired_to'])}"
-    return f"{warning['field']} {sent} dropped ({warning['code']})"
+    listed(frame, request_id, code, limit, as_json, "warnings", done, "items stored with warnings")
 
 
 @app.command()
@@ -344,7 +266,7 @@ def history(
     catalog = _catalog(lake)
     if versions:
         frame = catalog.history(limit)
-        _show(frame.drop(columns=["metrics"]) if not as_json else frame, as_json, "table versions")
+        show(frame.drop(columns=["metrics"]) if not as_json else frame, as_json, "table versions")
         return
     frame = catalog.pushes()
     columns = [
@@ -358,7 +280,7 @@ def history(
     ]
     view = frame[columns].sort_values("received_at", ascending=False).head(limit)
     view = view.assign(duration_ms=view["duration_ms"].round(1))
-    _show(view, as_json, f"pushes ({len(frame)})")
+    show(view, as_json, f"pushes ({len(frame)})")
 
 
 @app.command()
@@ -402,7 +324,7 @@ def ingest(
 
     catalog = _catalog(lake)
     try:
-        with _progress() as progress:
+        with IngestProgress() as progress:
             summary = run_ingest(
                 catalog,
                 source,
@@ -424,88 +346,6 @@ def ingest(
         out.print(summary_markdown(summary), markup=False, highlight=False)
     if summary["files"]["failed"]:
         raise typer.Exit(1)
-
-
-class _progress:
-    """Progress for ingest: a rich bar on a terminal, plain lines otherwise.
-
-    The bar measures the feed bytes read and checked, so it moves with every
-    file (not once per 20,000-item commit) and can show an ETA; the item count
-    and rate cover items written, not those an interrupted run had stored.
-    """
-
-    def __enter__(self):
-        self.bar = None
-        if sys.stderr.isatty():
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self.bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TextColumn("{task.fields[items]} items, {task.fields[rate]} items/s"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
-            self.bar.start()
-        self.task = None
-        self.items = 0
-        self.counted: set[str] = set()
-        self.started = time.perf_counter()
-        return self
-
-    def __call__(self, event: str, **info: Any) -> None:
-        if event == "batch" and not info.get("already_stored"):
-            self.items += info["items"]
-        rate = f"{self.items / max(time.perf_counter() - self.started, 1e-9):,.0f}"
-        if self.bar is None:
-            if event == "plan":
-                print(_plan_line(info), file=sys.stderr)
-            elif event == "file":
-                again = info.get("already_stored") or 0
-                note = f", {again:,} already stored by an interrupted run" if again else ""
-                print(
-                    f"{info['file']}: {info['status']}, {_count(info['items'], 'item')}{note} "
-                    f"({rate} items/s)",
-                    file=sys.stderr,
-                )
-            return
-        if event == "plan":
-            self.task = self.bar.add_task(
-                f"{info['files']:,} files", total=info.get("bytes") or None, items="0", rate="0"
-            )
-        elif self.task is not None:
-            advance = 0
-            if event in ("read", "file") and info["file"] not in self.counted:
-                self.counted.add(info["file"])
-                advance = info.get("bytes", 0)
-            self.bar.update(self.task, advance=advance, items=f"{self.items:,}", rate=rate)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}" + ("" if number == 1 else "s")
-
-
-def _plan_line(info: dict[str, Any]) -> str:
-    """``N file(s) to ingest, M skipped: why`` for the plain progress output."""
-    line = f"{info['files']:,} file(s) to ingest, {info['skipped']:,} skipped"
-    reasons = info.get("reasons") or {}
-    if reasons:
-        line += ": " + "; ".join(f"{n:,} {reason}" for reason, n in reasons.items())
-    return line
 
 
 @app.command()
@@ -533,7 +373,7 @@ def backfill(
         )
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
-    _print_json(report)
+    print_json(report)
 
 
 def _when(value: str | None):
@@ -557,7 +397,7 @@ def metrics(
         report = apply_metrics(_catalog(lake), file)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
-    _print_json(report)
+    print_json(report)
 
 
 @app.command()
@@ -574,7 +414,7 @@ def maintain(
         report = run_maintain(_catalog(lake), retention_hours=retention_hours)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
-    _print_json(report)
+    print_json(report)
 
 
 @app.command()
@@ -592,7 +432,7 @@ def check(
         report = check_lake(_catalog(lake), derive=not fast)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
-    _print_json(report)
+    print_json(report)
     if not report["ok"]:
         raise typer.Exit(1)
 
@@ -607,7 +447,7 @@ def repair(lake: LakeOption = None) -> None:
     if not responses:
         print("nothing to repair")
     for response in responses:
-        _print_json(response)
+        print_json(response)
 
 
 def main() -> None:

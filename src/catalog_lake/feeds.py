@@ -9,52 +9,36 @@ has seen.
 
 from __future__ import annotations
 
-import dataclasses
-import gc
-import json
 import logging
 import time
-import uuid
-from collections import Counter, deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-
 from .catalog import Catalog
 from .errors import LakeError, PushError
-from .lake import LAKE_ERRORS
-from .parse import (
-    combine,
-    parse_push,
-)
-from .push import Checked, PushRequest, ShippedCheck, check_group
-from .schemas import FILES, RUNS
+from .lake import LAKE_ERRORS, first_line
+from .push import Checked, PushRequest
+from .runs import plan, record_files, record_run
 from .sources import (
     DEFAULT_PATTERN,
     FeedFile,
     FileResult,
-    batches,
-    discover,
+    collector_paused,
     file_groups,
-    is_remote,
-    read_feed,
+    file_pushes,
 )
 from .summary import (
     DRY_RUN_KEY,
     FAILED_ITEMS_KEY,
-    SKIP_UNCHANGED,
     WARNING_ITEMS_KEY,
     failure_codes,
     run_summary,
     warned_count,
     warning_codes,
 )
+from .workers import CheckedFiles, checked_in_order, dask_client
 
 _log = logging.getLogger(__name__)
 
@@ -71,116 +55,6 @@ Progress = Callable[..., None]
 
 def _quiet(event: str, **info: Any) -> None:
     """The default progress callback: say nothing."""
-
-
-@dataclass
-class Plan:
-    """The files of a run: those to ingest and those skipped as already seen."""
-
-    run_id: str
-    source: str
-    to_ingest: list[FeedFile]
-    skipped: list[FeedFile]
-    refused: list[FileResult]
-    #: Why each skipped file (by path) was left alone.
-    reasons: dict[str, str] = field(default_factory=dict)
-
-    def skipped_counts(self) -> dict[str, int]:
-        """How many files were skipped for each reason."""
-        return dict(Counter(self.reasons.get(f.path, SKIP_UNCHANGED) for f in self.skipped))
-
-
-#: Why a file was skipped, as the run reports it.
-SKIP_FAILED = "failed before and unchanged (fix it, or use --force)"
-
-
-def plan(
-    catalog: Catalog, source: str | Path, pattern: str = DEFAULT_PATTERN, force: bool = False
-) -> Plan:
-    """Discover feeds and decide which to ingest.
-
-    A file is skipped when the lake already holds the same path with the
-    same checksum as ``ingested`` or ``invalid`` (a parse failure that would
-    only repeat). Files that failed on a lake error are tried again.
-    """
-    feeds, refused, passed_over = discover(
-        source, pattern, catalog.lake.storage_options if is_remote(source) else None
-    )
-    if is_remote(source):
-        root = str(source).rstrip("/")
-    else:
-        root = str(Path(source).expanduser().resolve())
-        if Path(root).is_file():
-            root = str(Path(root).parent)
-    seen = _seen(catalog, root)
-    to_ingest, skipped, reasons = [], [], {}
-    for feed in feeds:
-        times, failed = seen.get((feed.path, feed.checksum), (0, False))
-        if not force and (times or failed):
-            skipped.append(feed)
-            reasons[feed.path] = SKIP_UNCHANGED if times else SKIP_FAILED
-        else:
-            to_ingest.append(dataclasses.replace(feed, delivery=times))
-    for path, reason in passed_over.items():
-        skipped.append(FeedFile(root, path, "", 0))
-        reasons[path] = reason
-    return Plan(str(uuid.uuid4()), root, to_ingest, skipped, refused, reasons)
-
-
-def _seen(catalog: Catalog, root: str) -> dict[tuple[str, str], tuple[int, bool]]:
-    """Per (path, checksum) under ``root``: times ingested, and whether it failed to parse."""
-    if not catalog.lake.exists():  # a dry run before the first ingest
-        return {}
-    files = catalog.lake.read("files").to_pandas()
-    files = files[files["source"] == root]
-    seen: dict[tuple[str, str], tuple[int, bool]] = {}
-    for (path, checksum), status in files.groupby(["path", "checksum"])["status"]:
-        seen[(path, checksum)] = (
-            int((status == "ingested").sum()),
-            bool((status == "invalid").any()),
-        )
-    return seen
-
-
-def _file_pushes(feed: FeedFile, batch_size: int, strict: bool = False) -> list[PushRequest]:
-    """A file's batches, parsed, as pushes; PushError or OSError if the file is unusable.
-
-    Every batch is parsed before any is pushed, so a file whose batch 7 is
-    broken stores nothing rather than its first six batches.
-    """
-    requests = []
-    with collector_paused():
-        items, notes = read_feed(feed)
-        repeats = "repeated" in notes
-        for number, batch in enumerate(batches(items, batch_size)):
-            # The key makes a retried file skip the batches that already landed.
-            key = feed.batch_key(batch_size, number)
-            parsed = parse_push({"items": batch}, decoded=True, repeats=repeats)
-            requests.append(PushRequest(parsed, feed.path, key, strict))
-    return requests
-
-
-@contextmanager
-def collector_paused(*, collect: bool = False) -> Iterator[None]:
-    """Python's cyclic garbage collector paused, for work that builds many acyclic objects.
-
-    Decoding a feed creates tens of thousands of dicts and lists, none in a
-    cycle, and the collector kept walking them: a quarter of the parse time
-    on 40 files of 1,000 items, and a full collection over a whole group's
-    items once it was enabled again between reading and writing. With
-    ``collect``, the young generation is collected when the pause ends, so
-    cycles made meanwhile (by pandas or pyarrow) do not pile up from group to
-    group: by then the group's items are freed and few young objects remain.
-    """
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-            if collect:
-                gc.collect(0)
 
 
 def ingest_files(
@@ -210,8 +84,8 @@ def ingest_files(
     With Dask (``workers`` > 0 for a ``LocalCluster`` of that many one-thread
     workers, ``dask_address`` for a running scheduler, or a ``client``
     already connected), the workers parse, validate and type groups
-    (``check_files``) while this process, the one committer, writes them in
-    feed order (``_ingest_on_dask``); groups are then cut by file size,
+    (``workers.check_files``) while this process, the one committer, writes them in
+    feed order (``workers.checked_in_order``); groups are then cut by file size,
     about ``group_items`` items of ``ITEM_BYTES`` each. The result is the
     same as in process; a group a worker could not finish is redone here.
 
@@ -232,7 +106,12 @@ def ingest_files(
         chunks = file_groups(files, max_bytes=max(1, group_items) * ITEM_BYTES)
     if len(chunks) > 1:
         with dask_client(workers, dask_address, client) as dask:
-            _ingest_on_dask(writer, chunks, batch_size, dask)
+            for chunk, outcome in checked_in_order(chunks, batch_size, strict, dask):
+                with collector_paused(collect=True):
+                    if outcome is None:  # the worker failed: this process does its work
+                        _write_in_process(writer, chunk, batch_size)
+                    else:
+                        _write_checked(writer, chunk, outcome)
     else:
         queue = deque(files)
         while queue:
@@ -276,7 +155,7 @@ class _GroupWriter:
     def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, list[PushRequest]] | None:
         """A file's pushes, parsed here; None (and the file reported) if it is unusable."""
         try:
-            requests = _file_pushes(feed, batch_size, self.strict)
+            requests = file_pushes(feed, batch_size, self.strict)
         except (PushError, OSError) as exc:
             self.invalid(feed, exc)
             return None
@@ -372,112 +251,6 @@ class _GroupWriter:
             _log.warning("%s", exc)
 
 
-@dataclass
-class CheckedFiles:
-    """What ``check_files`` made of some feed files, ready for ``Catalog.push_many``."""
-
-    pushes: list[int | str]  # per file: its number of pushes, or why it is invalid
-    requests: list[PushRequest]  # payloads are ``ParsedPush.received_only()``
-    checked: ShippedCheck | None
-
-
-def check_files(files: list[FeedFile], batch_size: int, strict: bool = False) -> CheckedFiles:
-    """Read, parse, validate and type some feed files: a group's work that needs no lake.
-
-    Runs on a Dask worker (``ingest_files``); what it returns is what the
-    committer needs, without the decoded items, its rows in Arrow.
-    """
-    pushes: list[int | str] = []
-    requests: list[PushRequest] = []
-    with collector_paused(collect=True):
-        for feed in files:
-            try:
-                file_requests = _file_pushes(feed, batch_size, strict)
-            except (PushError, OSError) as exc:
-                pushes.append(str(exc))
-                continue
-            pushes.append(len(file_requests))
-            requests += file_requests
-        checked = None
-        if requests:
-            parsed = combine([request.payload for request in requests])
-            sizes = [len(request.payload.item_json) for request in requests]
-            groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
-            checked = ShippedCheck.of(check_group(parsed, groups, strict))
-    received = [
-        PushRequest(r.payload.received_only(), r.source, r.idempotency_key, strict)
-        for r in requests
-    ]
-    return CheckedFiles(pushes, received, checked)
-
-
-@contextmanager
-def dask_client(workers: int = 0, address: str | None = None, client: Any = None):
-    """A Dask client for one run: the one given, one to ``address``, or a ``LocalCluster``.
-
-    The local cluster has ``workers`` processes of one thread each (the
-    work is Python and Arrow, bound by the GIL) and is closed with the run.
-    Workers only parse, validate and type; they never open the lake.
-    """
-    if client is not None:
-        yield client
-        return
-    from distributed import Client, LocalCluster
-
-    if address:
-        with Client(address) as connected:
-            yield connected
-        return
-    with (
-        LocalCluster(
-            n_workers=max(1, workers),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-        ) as cluster,
-        Client(cluster) as local,
-    ):
-        yield local
-
-
-def _ingest_on_dask(
-    writer: _GroupWriter, chunks: list[list[FeedFile]], batch_size: int, client: Any
-) -> None:
-    """Check groups on the Dask workers and write them here, in feed order.
-
-    Groups are written in feed order (a later file's update must win), so
-    results are taken in submission order. Two groups per worker are in
-    flight at a time: no worker idles while this process writes, and
-    results never pile up faster than they are written. A group whose
-    worker failed is read, checked and written here instead.
-    """
-    ahead = 2 * max(1, len(client.scheduler_info().get("workers", {})))
-    upcoming = iter(chunks)
-    in_flight: deque[tuple[list[FeedFile], Any]] = deque()
-
-    def submit() -> None:
-        while len(in_flight) < ahead and (chunk := next(upcoming, None)) is not None:
-            in_flight.append(
-                (chunk, client.submit(check_files, chunk, batch_size, writer.strict, pure=False))
-            )
-
-    submit()
-    while in_flight:
-        chunk, future = in_flight.popleft()
-        try:
-            outcome = future.result()
-        except Exception:  # noqa: BLE001 - a lost worker costs speed, not the group
-            outcome = None
-        finally:
-            future.release()
-        submit()
-        with collector_paused(collect=True):
-            if outcome is None:
-                _write_in_process(writer, chunk, batch_size)
-            else:
-                _write_checked(writer, chunk, outcome)
-
-
 def _write_checked(writer: _GroupWriter, chunk: list[FeedFile], outcome: CheckedFiles) -> None:
     """Write a group checked by ``check_files`` on a worker."""
     group, position = [], 0
@@ -495,66 +268,6 @@ def _write_in_process(writer: _GroupWriter, chunk: list[FeedFile], batch_size: i
     """One group read, checked and written in this process (the workers' fallback)."""
     entries = [writer.read(feed, batch_size) for feed in chunk]
     writer.write([entry for entry in entries if entry is not None])
-
-
-def brief(response: dict[str, Any]) -> dict[str, Any]:
-    """A push response with counts but without its per-item lists.
-
-    ``failure_codes``, ``warning_codes`` and ``warned`` keep what the run
-    summary's totals and top codes need.
-    """
-    return {
-        **response,
-        "items": [],
-        FAILED_ITEMS_KEY: [],
-        WARNING_ITEMS_KEY: [],
-        "failure_codes": dict(failure_codes(response)),
-        "warning_codes": dict(warning_codes(response)),
-        "warned": warned_count(response),
-        "detail": "omitted from the run summary; the pushes table has the full response",
-    }
-
-
-def record_files(
-    catalog: Catalog, plan_: Plan, results: list[FileResult], flow_run_id: str | None
-) -> None:
-    """Write one ``files`` row per file handled, so the next run can skip it."""
-    if not results:
-        return
-    now = catalog.clock()
-    rows = {
-        "source": [plan_.source] * len(results),
-        "path": [r.feed.path for r in results],
-        "checksum": [r.feed.checksum for r in results],
-        "size": [r.feed.size for r in results],
-        "status": [r.status for r in results],
-        "error": [r.error for r in results],
-        "items": [r.items for r in results],
-        "request_ids": [[x["catalog_push_request_id"] for x in r.responses] for r in results],
-        "run_id": [plan_.run_id] * len(results),
-        "flow_run_id": [flow_run_id] * len(results),
-        "seen_at": [now] * len(results),
-    }
-    catalog.lake.ensure()
-    catalog.lake.append(
-        "files", pa.table(rows, schema=FILES), {"catalog_lake.run_id": plan_.run_id}
-    )
-
-
-def record_run(
-    catalog: Catalog, kind: str, run_id: str, started_at, summary: dict, flow_run_id: str | None
-) -> None:
-    """Keep a run's summary in the ``runs`` table (one row per run)."""
-    row = {
-        "run_id": [run_id],
-        "kind": [kind],
-        "started_at": [started_at],
-        "finished_at": [catalog.clock()],
-        "flow_run_id": [flow_run_id],
-        "summary_json": [json.dumps(summary, ensure_ascii=False, default=str)],
-    }
-    catalog.lake.ensure()
-    catalog.lake.append("runs", pa.table(row, schema=RUNS), {"catalog_lake.run_id": run_id})
 
 
 def ingest(
@@ -639,6 +352,24 @@ def ingest(
     return summary
 
 
+def brief(response: dict[str, Any]) -> dict[str, Any]:
+    """A push response with counts but without its per-item lists.
+
+    ``failure_codes``, ``warning_codes`` and ``warned`` keep what the run
+    summary's totals and top codes need.
+    """
+    return {
+        **response,
+        "items": [],
+        FAILED_ITEMS_KEY: [],
+        WARNING_ITEMS_KEY: [],
+        "failure_codes": dict(failure_codes(response)),
+        "warning_codes": dict(warning_codes(response)),
+        "warned": warned_count(response),
+        "detail": "omitted from the run summary; the pushes table has the full response",
+    }
+
+
 def _recorded(write: Callable[[], None], what: str) -> None:
     """Record the end of a run; a failure (a full disk) is one line, and nothing is lost.
 
@@ -651,7 +382,7 @@ def _recorded(write: Callable[[], None], what: str) -> None:
     except LAKE_ERRORS as exc:  # a full disk (ENOSPC), a read-only lake, ...
         raise LakeError(
             f"the run stored its pushes but could not record {what}: "
-            f"{_first_line(exc)}; run the same command again once the lake can be written"
+            f"{first_line(exc)}; run the same command again once the lake can be written"
         ) from None
 
 
@@ -659,16 +390,3 @@ def _disk_full(exc: BaseException) -> bool:
     """Whether a lake write failed for want of space (ENOSPC, however deltalake words it)."""
     text = str(exc)
     return "No space left on device" in text or "os error 28" in text
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def runs(catalog: Catalog, kind: str | None = None) -> pd.DataFrame:
-    """Past runs with their summaries, newest first."""
-    frame = catalog.lake.read("runs").to_pandas()
-    if kind:
-        frame = frame[frame["kind"] == kind]
-    return frame.sort_values("started_at", ascending=False, ignore_index=True)

@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 
 from .cells import CODE, KIND, Cells
 from .errors import ErrorCode, item_error, item_warning
-from .parse import JsonFloat, ParsedPush
+from .flat import JsonFloat
+from .parse import ParsedPush
 from .rules import ERROR, RULES_BY_SOURCE, message, warning_message
 
 

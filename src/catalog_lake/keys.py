@@ -27,8 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from . import settings
-from .lake import BlocksScan, Lake, is_local
+from . import reads, settings
+from .lake import Lake, is_local
+from .reads import BlocksScan
 from .records import Batch
 
 #: Files a cold key lookup may read past the lake's key snapshot before it saves a new one.
@@ -82,7 +83,7 @@ class Keys:
         Ids come from the items table itself (its largest id), so an id is
         never handed to two client_item_ids. Only ids are looked up: an
         update leaves ``first_seen_at``, ``likes`` and ``sales`` as stored
-        (``lake.KEPT_ON_UPDATE``), so they need not be read back.
+        (``blocks.KEPT_ON_UPDATE``), so they need not be read back.
         """
         frame = items.frame.copy()
         index = self.index()
@@ -135,7 +136,7 @@ class Keys:
             if scan.files_read > KEYS_RESAVE_FILES:
                 save_snapshot(self.lake, KeySnapshot(scan.version, scan.files, table))
         else:
-            table = self.lake.scan("items", ["client_item_id", "object_id"])
+            table = reads.scan(self.lake, "items", ["client_item_id", "object_id"])
             blocks = pc.divide(table["object_id"], settings.ID_BLOCK_SIZE)  # ids are positive
             table = table.append_column("id_block", blocks)
         max_id = pc.max(table["object_id"]).as_py() if table.num_rows else None
@@ -153,7 +154,7 @@ class Keys:
         is stored.
         """
         known = snapshot.files if snapshot is not None else None
-        scan = self.lake.blocks_scan("items", ["client_item_id", "object_id"], known)
+        scan = reads.blocks_scan(self.lake, "items", ["client_item_id", "object_id"], known)
         if snapshot is None:
             return scan.rows, scan
         kept = snapshot.table

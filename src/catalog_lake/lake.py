@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import (
     ColumnProperties,
     CommitProperties,
@@ -40,6 +37,7 @@ from tenacity import (
 )
 
 from . import settings
+from .blocks import blocks_dataset, blocks_predicate, upserted, with_columns
 from .errors import FenceMoved, LakeError, NoLakeError
 from .schemas import ADDED_COLUMNS, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
@@ -52,8 +50,6 @@ FENCES = {
     "records": "catalog-lake:records",
     "pushes": "catalog-lake:pushes",
 }
-#: Columns an upsert never changes on a row that already exists.
-KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
 #: Commits a ``DeltaTable`` object may see before ``Lake.table`` opens it afresh.
 REOPEN_AFTER_COMMITS = 50
 
@@ -270,7 +266,7 @@ class Lake:
             except CommitFailedError as exc:
                 self._tables.pop(name, None)  # read the winner's commit afresh
                 raise FenceMoved(
-                    f"another writer committed to {name!r} at the same time: {_first_line(exc)}"
+                    f"another writer committed to {name!r} at the same time: {first_line(exc)}"
                 ) from exc
         for attempt in races(CommitFailedError):
             with attempt:
@@ -352,7 +348,7 @@ class Lake:
         pushes keep touching stays one file instead of collecting them. A
         lost commit race re-reads the blocks and tries again, unless fenced.
         """
-        predicate = _blocks_predicate(data["id_block"])
+        predicate = blocks_predicate(data["id_block"])
 
         def fold(table: DeltaTable) -> tuple[pa.Table, dict[str, int]]:
             return upserted(self._read_blocks(name, table, predicate), data)
@@ -401,7 +397,7 @@ class Lake:
                 if not paths:
                     return schema.empty_table()
                 root = table.table_uri.removeprefix("file://").rstrip("/")
-                found = _blocks_dataset(paths, root).to_table()
+                found = blocks_dataset(paths, root).to_table()
             else:  # this snapshot, not a refreshed one: a fenced commit was checked at it
                 reader = QueryBuilder().register(name, table)
                 found = pa.RecordBatchReader.from_stream(
@@ -409,7 +405,7 @@ class Lake:
                 ).read_all()
         except (DeltaError, OSError, pa.ArrowException) as exc:
             raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
-        return _conform(found, schema)
+        return conform(found, schema)
 
     def update_matched(
         self,
@@ -426,10 +422,10 @@ class Lake:
         which pyarrow's own readers could not filter until ``maintain``
         compacted them (delta-rs 4579). Returns the rows changed.
         """
-        predicate = _blocks_predicate(data["id_block"])
+        predicate = blocks_predicate(data["id_block"])
 
         def change(table: DeltaTable) -> tuple[pa.Table, int]:
-            return _with_columns(self._read_blocks(name, table, predicate), data, columns)
+            return with_columns(self._read_blocks(name, table, predicate), data, columns)
 
         return self._overwrite_blocks(name, predicate, change, metadata)
 
@@ -497,93 +493,8 @@ class Lake:
         reader = QueryBuilder().register(name, table).execute(sql or f'SELECT * FROM "{name}"')
         result = pa.RecordBatchReader.from_stream(reader).read_all()
         if sql is None:
-            return _conform(result, TABLES[name])
+            return conform(result, TABLES[name])
         return result
-
-    def select(
-        self,
-        name: str,
-        *,
-        columns: list[str] | None = None,
-        where: str | None = None,
-        order_by: str | None = None,
-        limit: int | None = None,
-        as_of: int | str | None = None,
-    ) -> pa.Table:
-        """Rows of one table filtered by one SQL expression, optionally as they were.
-
-        ``where`` is parsed on its own as a single SQL expression (Polars SQL,
-        ``pl.sql_expr``) and applied as a filter: it is never pasted into a
-        query, so ``1=1) UNION ALL (SELECT ...`` is a syntax error in the
-        user's own text, not a second query. ``as_of`` is a version number, an
-        ISO date (midnight UTC) or an ISO date-time; a time before the table
-        existed, or a version it never had, is refused with what it has.
-        ``order_by`` names a column whose text sorts as a number (service ids).
-        """
-        import polars as pl  # only reads with a filter or time travel pay its import
-
-        schema = TABLES[name]
-        columns = columns or schema.names
-        unknown = [c for c in columns if c not in schema.names]
-        if unknown:
-            raise LakeError(
-                f"unknown column(s) {', '.join(unknown)}; known: {', '.join(schema.names)}"
-            )
-        table = self.table(name)
-        if table is None:
-            self.require()
-            return schema.empty_table().select(columns)
-        version = self._version_as_of(name, table, as_of) if as_of is not None else None
-        frame = pl.scan_delta(
-            self.path(name), version=version, storage_options=self.storage_options
-        )
-        if where is not None and where.strip():
-            frame = frame.filter(_where_expression(where, schema))
-        if order_by:
-            frame = frame.sort(pl.col(order_by).cast(pl.Int64))
-        if limit is not None:
-            frame = frame.head(int(limit))
-        try:
-            result = frame.select(columns).collect().to_arrow()
-        except pl.exceptions.ColumnNotFoundError as exc:
-            missing = re.search(r'unable to find column "([^"]+)"', str(exc))
-            column = missing.group(1) if missing else _first_line(exc)
-            raise LakeError(
-                f"unknown column {column!r} in --where {where!r}; known: {', '.join(schema.names)}"
-            ) from None
-        except pl.exceptions.PolarsError as exc:
-            raise LakeError(f"--where {where!r} cannot be applied: {_first_line(exc)}") from None
-        return _conform(result, schema, columns)
-
-    def _version_as_of(self, name: str, table: DeltaTable, as_of: int | str) -> int:
-        """The table version in force at ``as_of`` (a version, a date or a date-time)."""
-        latest = table.version()
-        text = str(as_of).strip()
-        if text.isdigit():
-            if int(text) > latest:
-                raise LakeError(
-                    f"{name} has versions 0 to {latest}; there is no version {text} yet"
-                )
-            return int(text)
-        try:
-            when = pd.Timestamp(text)
-        except ValueError:
-            raise LakeError(
-                f"--as-of takes a version number, a date (2026-11-25) or a date-time "
-                f"(2026-11-25T18:00:00Z); got {text!r}"
-            ) from None
-        when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
-        commits = sorted(
-            (c["version"], pd.Timestamp(c["timestamp"], unit="ms", tz="UTC"))
-            for c in table.history()
-        )
-        created = commits[0][1]
-        if when < created:
-            raise LakeError(
-                f"the lake did not exist yet at {when.isoformat()}: its {name} table was "
-                f"created at {created.isoformat()}"
-            )
-        return max(v for v, at in commits if at <= when)
 
     def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
         """The latest commits of a table: version, time, operation, metrics."""
@@ -592,50 +503,6 @@ class Lake:
             self.require()
             return []
         return table.history(limit)
-
-    def scan(self, name: str, columns: list[str]) -> pa.Table:
-        """Some columns of every current row, read straight from the table's files.
-
-        For a local lake, pyarrow reads the Parquet files the Delta log lists
-        (``file_uris``): no SQL planning, and none of the exit-time aborts
-        that delta-rs's own pyarrow filesystem can cause (issue 2184).
-        Partition columns are not in the files, so they cannot be scanned.
-        Object stores go through DataFusion.
-        """
-        table = self.table(name)
-        if table is None:
-            return TABLES[name].empty_table().select(columns)
-        if set(columns) & set(PARTITIONS.get(name, [])):
-            raise LakeError(f"partition columns of {name!r} cannot be scanned: {columns}")
-        try:
-            if is_local(self.uri):
-                paths = [u.removeprefix("file://") for u in table.file_uris()]
-                if not paths:
-                    return TABLES[name].empty_table().select(columns)
-                stored = ds.dataset(paths, format="parquet").to_table(columns=columns)
-            else:
-                selected = ", ".join(f'"{c}"' for c in columns)
-                stored = self.read(name, f'SELECT {selected} FROM "{name}"')
-        except (DeltaError, OSError, pa.ArrowException) as exc:
-            raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
-        return _conform(stored, TABLES[name], columns)
-
-    def lookup(self, name: str, key: str, values: list[str], columns: list[str]) -> pa.Table:
-        """Rows whose ``key`` is one of ``values``, as a hash join in Arrow.
-
-        20 ms for 20,000 keys against a 20,000-row table, where an SQL ``IN``
-        list of the same keys took 420 ms in DataFusion. No filter is pushed
-        into the dataset: random keys prune nothing on min/max statistics,
-        and after a merge delta-rs writes string statistics as
-        ``string_view``, which pyarrow refuses to filter on.
-        """
-        if not values:
-            return TABLES[name].empty_table().select(columns)
-        stored = self.scan(name, columns)
-        # Join key and row number only (Arrow's join cannot carry list columns), then take.
-        rows = pa.table({key: stored[key], "_row": pa.array(range(stored.num_rows), pa.int64())})
-        keys = pa.table({key: pa.array(values, TABLES[name].field(key).type)})
-        return stored.take(rows.join(keys, key, join_type="inner")["_row"])
 
     def has(self, name: str, column: str, value: str) -> bool:
         """Whether any row of ``name`` has ``column`` equal to ``value``."""
@@ -650,80 +517,6 @@ class Lake:
         """
         table = self.table(name) if refresh or name not in self._tables else self._tables[name]
         return None if table is None else table.version()
-
-    def blocks_scan(
-        self, name: str, columns: list[str], known: dict[str, int] | None = None
-    ) -> BlocksScan:
-        """``columns`` and ``id_block`` of the rows in blocks whose files changed since ``known``.
-
-        ``known`` maps the table's files at some earlier version to their id
-        blocks (``BlocksScan.files`` of an earlier scan, or of a saved
-        ``keys.KeySnapshot``); None reads every block. Files are never changed in
-        place, so a block whose files are the same holds the same rows, and
-        a block that gained or lost a file is read whole. What the caller
-        kept of the other blocks plus ``rows`` is then the whole table, at a
-        cost that follows the changes rather than the table. Version, files
-        and rows come from one snapshot of the table. Local lakes only.
-        """
-        table = self.table(name)
-        if table is None:
-            empty = TABLES[name].empty_table().select([*columns, "id_block"])
-            return BlocksScan(None, {}, set(), empty)
-        version = table.version()
-        try:
-            actions = pa.table(table.get_add_actions(flatten=True))
-            files = dict(
-                zip(
-                    actions["path"].to_pylist(),
-                    actions["partition.id_block"].to_pylist(),
-                    strict=True,
-                )
-            )
-            if known is None:
-                touched = set(files.values())
-            else:
-                touched = {b for p, b in files.items() if known.get(p) != b}
-                touched |= {b for p, b in known.items() if files.get(p) != b}
-            root = table.table_uri.removeprefix("file://").rstrip("/")
-            paths = [_file_path(root, p) for p, b in files.items() if b in touched]
-            rows = TABLES[name].empty_table().select([*columns, "id_block"])
-            if paths:
-                found = _blocks_dataset(paths, root).to_table(columns=[*columns, "id_block"])
-                rows = _conform(found, TABLES[name], [*columns, "id_block"])
-        except (DeltaError, OSError, KeyError, pa.ArrowException) as exc:
-            raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
-        return BlocksScan(version, files, touched, rows, len(paths))
-
-
-@dataclass(frozen=True)
-class BlocksScan:
-    """What ``Lake.blocks_scan`` read: the table's files, and the rows of the changed blocks."""
-
-    version: int | None
-    files: dict[str, int]  # every file of the table at ``version``, with its id block
-    touched: set[int]  # the blocks whose rows are in ``rows``
-    rows: pa.Table
-    files_read: int = 0
-
-
-def _blocks_dataset(paths: list[str], root: str) -> ds.Dataset:
-    """Data files of an ``id_block``-partitioned table, with the block read from the folder names.
-
-    The partition column is not in the files themselves.
-    """
-    return ds.dataset(
-        paths,
-        format="parquet",
-        partitioning=ds.partitioning(pa.schema([("id_block", pa.int64())]), flavor="hive"),
-        partition_base_dir=root,
-    )
-
-
-def _file_path(root: str, path: str) -> str:
-    """A data file's local path from its add action (relative to the table, or absolute)."""
-    if path.startswith("file://"):
-        return path.removeprefix("file://")
-    return path if path.startswith("/") else f"{root}/{path}"
 
 
 def _description(name: str) -> str | None:
@@ -824,85 +617,6 @@ def races(lost: type[Exception] = FenceMoved) -> Retrying:
     )
 
 
-def _blocks_predicate(blocks: Any) -> str:
-    """The literal partition filter naming the id blocks of some rows."""
-    listed = sorted(pc.unique(pa.array(blocks) if isinstance(blocks, list) else blocks).to_pylist())
-    return f"id_block IN ({', '.join(map(str, listed))})"
-
-
-def _with_columns(stored: pa.Table, data: pa.Table, columns: list[str]) -> tuple[pa.Table, int]:
-    """``stored`` with ``columns`` taken from ``data`` where its client_item_id matches.
-
-    Rows keep their order; a null in ``data`` keeps the stored value.
-    """
-    position = pa.array(np.arange(stored.num_rows), pa.int64())
-    keys = stored.select(["client_item_id"]).append_column("_row", position)
-    new = data.select(["client_item_id", *columns]).rename_columns(
-        ["client_item_id", *(f"_new_{c}" for c in columns)]
-    )
-    joined = keys.join(new, "client_item_id", join_type="inner")
-    rows = joined["_row"].to_numpy()
-    where = np.full(stored.num_rows, -1, dtype="int64")
-    where[rows] = np.arange(len(rows))
-    taken = pa.array(where, pa.int64(), mask=where < 0)  # null: the row is not in data
-    out = stored
-    for column in columns:
-        fresh = joined[f"_new_{column}"].take(taken)
-        field = stored.schema.field(column)
-        merged = pc.coalesce(fresh.cast(field.type), stored[column])
-        out = out.set_column(out.schema.get_field_index(column), field, merged)
-    return out, len(rows)
-
-
-def upserted(stored: pa.Table, data: pa.Table) -> tuple[pa.Table, dict[str, int]]:
-    """``stored`` with ``data`` folded in by ``client_item_id``, and what happened to the rows.
-
-    A stored row is replaced when the incoming one is at least as new
-    (``updated_at``; a null on either side never replaces, as in SQL), and
-    the replacement keeps the stored ``KEPT_ON_UPDATE`` values; older
-    incoming rows are dropped; rows not stored yet are added.
-    """
-    stored_keys = pa.table(
-        {"k": stored["client_item_id"], "_s": pa.array(np.arange(stored.num_rows))}
-    )
-    data_keys = pa.table({"k": data["client_item_id"], "_d": pa.array(np.arange(data.num_rows))})
-    pairs = data_keys.join(stored_keys, "k", join_type="inner")
-    s_rows = pairs["_s"].to_numpy()
-    d_rows = pairs["_d"].to_numpy()
-    newer = pc.greater_equal(
-        data["updated_at"].take(d_rows), stored["updated_at"].take(s_rows)
-    ).fill_null(False)
-    newer = newer.to_numpy(zero_copy_only=False)
-    replaced, replacing = s_rows[newer], d_rows[newer]
-    keep = np.ones(stored.num_rows, dtype=bool)
-    keep[replaced] = False
-    fresh = np.ones(data.num_rows, dtype=bool)
-    fresh[d_rows] = False
-    incoming, kept = data.take(replacing), stored.take(replaced)
-    updated = pa.Table.from_arrays(
-        [(kept if c in KEPT_ON_UPDATE else incoming)[c] for c in data.column_names],
-        schema=data.schema,
-    )
-    combined = pa.concat_tables([*_runs(stored, keep), data.filter(fresh), updated])
-    counts = {
-        "inserted": int(fresh.sum()),
-        "updated": len(replacing),
-        "kept": int(len(d_rows) - len(replacing)),
-    }
-    return combined, counts
-
-
-def _runs(table: pa.Table, keep: np.ndarray) -> list[pa.Table]:
-    """The rows where ``keep`` is true, as zero-copy slices of their runs.
-
-    An upsert replaces a few rows of blocks holding thousands: slicing
-    around them copies nothing, where ``filter`` copies every kept row of
-    every column (a third of a small push's rewrite time).
-    """
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], keep.astype(np.int8), [0]])))
-    return [table.slice(start, stop - start) for start, stop in edges.reshape(-1, 2)]
-
-
 def quote(value: str) -> str:
     """A SQL string literal; values come from validated items or request ids."""
     return "'" + str(value).replace("'", "''") + "'"
@@ -915,26 +629,17 @@ def sql_timestamp(value: datetime) -> str:
     return f"TIMESTAMP '{stamp.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z'"
 
 
-def _where_expression(where: str, schema: pa.Schema):
-    """``where`` parsed alone as one SQL expression, or a ``LakeError`` about the user's text."""
-    import polars as pl
-
-    try:
-        return pl.sql_expr(where)
-    except pl.exceptions.PolarsError as exc:
-        message = _first_line(exc)
-        if "array_has" in message:
-            message += "; test a list with array_contains(tags, 'veg')"
-        raise LakeError(f"--where {where!r} is not one SQL expression: {message}") from None
-
-
-def _first_line(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
+    """An error's first line, for one-line messages."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _conform(result: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
-    # DataFusion may hand back string views or large types; give callers the
-    # declared schema so pandas sees the same dtypes whatever engine read it.
+def conform(result: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
+    """``result`` cast to the declared schema (or its ``columns``).
+
+    DataFusion may hand back string views or large types; callers get the
+    declared schema so pandas sees the same dtypes whatever engine read it.
+    """
     fields = [schema.field(c) for c in columns] if columns else list(schema)
     arrays = [result[f.name].cast(f.type) for f in fields]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

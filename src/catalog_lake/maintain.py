@@ -92,7 +92,7 @@ def maintain(
         if done:
             report["tables"][name] = done
     report["duration_s"] = round(time.perf_counter() - started, 3)
-    from .feeds import record_run
+    from .runs import record_run
 
     record_run(catalog, "maintain", f"maintain-{started_at.isoformat()}", started_at, report, None)
     return report

@@ -13,7 +13,7 @@ import pandas as pd
 import pandera.pandas as pa
 import pyarrow as pa_
 
-from . import settings
+from . import reads, settings
 from .errors import CatalogLakeError
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
@@ -86,7 +86,9 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
     rows = len(frame) + len(invalid)
     frame = frame.drop_duplicates("client_item_id", keep="last")
     keys = frame["client_item_id"].tolist()
-    found = catalog.lake.lookup("items", "client_item_id", keys, ["client_item_id", "object_id"])
+    found = reads.lookup(
+        catalog.lake, "items", "client_item_id", keys, ["client_item_id", "object_id"]
+    )
     known = set(found["client_item_id"].to_pylist())
     # The partition of each item, so the merge rewrites only those blocks.
     block_of = pd.Series(

@@ -9,12 +9,14 @@ opens the lake; ``feeds`` runs ingests over what this finds.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import hashlib
 import io
 import sys
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -24,6 +26,7 @@ import pyarrow as pa
 from . import settings
 from .errors import CatalogLakeError, PushError
 from .parse import ParsedPush, check_items, decode_payload, parse_push, product_items
+from .push import PushRequest
 
 #: File endings a feed may have; each may also end in .gz.
 FEED_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -341,3 +344,44 @@ def file_groups(files: list[FeedFile], max_bytes: int) -> list[list[FeedFile]]:
         groups[-1].append(feed)
         size += feed.size
     return groups
+
+
+@contextmanager
+def collector_paused(*, collect: bool = False) -> Iterator[None]:
+    """Python's cyclic garbage collector paused, for work that builds many acyclic objects.
+
+    Decoding a feed creates tens of thousands of dicts and lists, none in a
+    cycle, and the collector kept walking them: a quarter of the parse time
+    on 40 files of 1,000 items, and a full collection over a whole group's
+    items once it was enabled again between reading and writing. With
+    ``collect``, the young generation is collected when the pause ends, so
+    cycles made meanwhile (by pandas or pyarrow) do not pile up from group to
+    group: by then the group's items are freed and few young objects remain.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+            if collect:
+                gc.collect(0)
+
+
+def file_pushes(feed: FeedFile, batch_size: int, strict: bool = False) -> list[PushRequest]:
+    """A file's batches, parsed, as pushes; PushError or OSError if the file is unusable.
+
+    Every batch is parsed before any is pushed, so a file whose batch 7 is
+    broken stores nothing rather than its first six batches.
+    """
+    requests = []
+    with collector_paused():
+        items, notes = read_feed(feed)
+        repeats = "repeated" in notes
+        for number, batch in enumerate(batches(items, batch_size)):
+            # The key makes a retried file skip the batches that already landed.
+            key = feed.batch_key(batch_size, number)
+            parsed = parse_push({"items": batch}, decoded=True, repeats=repeats)
+            requests.append(PushRequest(parsed, feed.path, key, strict))
+    return requests

@@ -104,7 +104,7 @@ def run_summary(
     ``error`` and ``responses``; ``skipped`` are the files left alone.
     Brief responses (a big run) count but list nothing: ``detail_complete``
     then says the lists cover part of the run. ``skipped_reasons`` says why
-    each skipped file (by path) was left alone (``feeds.Plan.reasons``).
+    each skipped file (by path) was left alone (``runs.Plan.reasons``).
     """
     skipped_reasons = skipped_reasons or {}
     responses = [(r.feed.path, response) for r in results for response in r.responses]

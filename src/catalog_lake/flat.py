@@ -1,0 +1,177 @@
+"""Decoded items laid out flat: one column per field, every JSON value as it was sent.
+
+Validation must see what the caller sent: ``true`` is not ``"true"``,
+``NaN`` is not absent, and a lone surrogate cannot reach Arrow. So the
+object frame keeps each value as a Python object, and replaces the values
+that pandas or Arrow would silently change with markers that carry their
+text (``NonFinite``, ``Unencodable``) or keep it (``JsonFloat``). ``cells``
+turns this frame into text and kind columns.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Item fields that hold an object whose keys become their own columns.
+NESTED = ("inventory_info", "pricing_info", "attributes")
+
+
+class NonFinite:
+    """A JSON NaN or Infinity, kept visible so no check mistakes it for absent.
+
+    pandas treats float NaN as "missing", so an item that sent ``NaN`` for a
+    price would otherwise pass as if it sent nothing (SPEC 2.5 wants finite
+    money; stdlib json accepts NaN silently). Not a ``str`` subclass, so a
+    column holding one is never taken for a column of text.
+    """
+
+    __slots__ = ("text",)
+    kind = "nonfinite"  # its JSON kind, for ``cells``
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+class Unencodable:
+    """A value holding lone surrogates, which UTF-8 (and so Arrow) cannot store.
+
+    It replaces the value in the flat frame so that no later step, pandas'
+    string inference included, ever touches the surrogate; the item is
+    rejected with ``invalid_text`` and the raw table keeps it escaped.
+    """
+
+    __slots__ = ("text",)
+    kind = "unencodable"  # its JSON kind, for ``cells``
+
+    def __init__(self, value: Any) -> None:
+        self.text = json.dumps(value, ensure_ascii=True)
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+def has_surrogate(value: Any) -> bool:
+    """Whether a value (or a key in it) holds a lone surrogate, which UTF-8 cannot encode."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return False
+
+
+class JsonFloat(float):
+    """A JSON number with a fraction or exponent, keeping the text it was sent as.
+
+    A float cannot tell ``4.9999999999999999`` from ``5`` or ``19.999999999999999``
+    from ``20``: rules judge numbers by this text (issue 16), and the raw table
+    writes it back unchanged, so a replay judges the same number.
+    """
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str) -> JsonFloat:  # noqa: D102 - see the class
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+_OVERFLOW = re.compile(r"[0-9][eE][+-]?[0-9]{3}")
+
+
+def may_be_nonfinite(text: str) -> bool:
+    """Whether an item's text may hold a NaN, an Infinity or a number too big for a float."""
+    # json.dumps writes NaN and (-)Infinity bare; text values holding the word are rare.
+    # A number such as 1e400 overflows to infinity (its text is kept, exponent and all).
+    return "NaN" in text or "Infinity" in text or _OVERFLOW.search(text) is not None
+
+
+def flatten(
+    items: list[dict[str, Any]],
+    unencodable: set[int] = frozenset(),  # type: ignore[assignment]
+    *,
+    nonfinite: bool = True,
+) -> pd.DataFrame:
+    """Lay items out as an object-dtype frame, one column per (nested) field.
+
+    ``dtype=object`` keeps each JSON value exactly as it arrived (an int stays
+    an int, a bool a bool) so the type checks see what the caller sent.
+    Items listed in ``unencodable`` get their surrogate-holding values (and
+    keys) replaced by ``Unencodable`` markers, and with ``nonfinite`` every
+    NaN or Infinity becomes a ``NonFinite`` marker, which needs a look at
+    each value. Without either, pandas builds the frame from the dicts
+    directly, one nested object at a time, which is three times faster.
+    """
+    if not unencodable and not nonfinite and len(items) >= 64:
+        return _flatten_columns(items)  # below ~64 items, building frames costs more
+    rows = []
+    for item in items:
+        row: dict[str, Any] = {}
+        for key, value in item.items():
+            if key in NESTED and isinstance(value, dict):
+                prefix = key + "."
+                for sub, sub_value in value.items():
+                    row[prefix + sub] = _mark(sub_value)
+            else:
+                row[key] = _mark(value)
+        rows.append(row)
+    for index in unencodable:
+        rows[index] = {
+            _safe_key(k): Unencodable(v) if has_surrogate(v) else v for k, v in rows[index].items()
+        }
+    frame = pd.DataFrame(rows, dtype=object)
+    frame.index = pd.RangeIndex(len(items))
+    return frame
+
+
+def _flatten_columns(items: list[dict[str, Any]]) -> pd.DataFrame:
+    """``flatten`` for items with nothing to mark, built by pandas from the dicts."""
+    frame = pd.DataFrame(items, dtype=object)
+    frame.index = pd.RangeIndex(len(items))
+    for name in NESTED:
+        if name not in frame.columns:
+            continue
+        values = frame.pop(name).to_numpy(dtype=object)
+        nested = np.fromiter((isinstance(v, dict) for v in values), bool, len(values))
+        if nested.any():
+            sub = pd.DataFrame(list(values[nested]), dtype=object)
+            sub.index = frame.index[nested]
+            sub.columns = [f"{name}.{key}" for key in sub.columns]
+            if frame.columns.intersection(sub.columns).size:
+                return flatten(items, nonfinite=True)  # "a.b" sent both ways: the slow path
+            frame = frame.join(sub) if len(sub.columns) else frame
+        if (~nested & ~pd.isna(values)).any():
+            # A container that is not an object stays, for the invalid_type check.
+            frame[name] = pd.Series(
+                np.where(nested, np.nan, values), index=frame.index, dtype=object
+            )
+    return frame.astype(object)
+
+
+def _safe_key(key: str) -> str:
+    return key if not has_surrogate(key) else str(Unencodable(key))
+
+
+def _mark(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return NonFinite(value.text if isinstance(value, JsonFloat) else json.dumps(value))
+    return value

@@ -1,0 +1,189 @@
+"""What the command line prints: tables, JSON, progress and one-line errors.
+
+Results go to stdout (a rich table on a terminal, one JSON object per
+line with ``--json``), problems to stderr as one plain line that is easy
+to grep. Kept apart from ``cli`` so the commands read as what they do.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+
+
+def say_error(message: str) -> None:
+    """One plain line on stderr: no wrapping, no markup, easy to grep."""
+    print(f"catalog-lake: error: {message}", file=sys.stderr)
+
+
+def print_json(data: Any) -> None:
+    """JSON on stdout: highlighted on a terminal, plain and indented when piped."""
+    out.print_json(json.dumps(data, ensure_ascii=False, default=str)) if out.is_terminal else print(
+        json.dumps(data, ensure_ascii=False, default=str, indent=2)
+    )
+
+
+def show(frame: pd.DataFrame, as_json: bool, title: str) -> None:
+    """A frame as one JSON object per line, or as a rich table titled ``title``."""
+    if as_json:
+        for row in frame.to_dict(orient="records"):
+            print(
+                json.dumps({k: plain(v) for k, v in row.items()}, ensure_ascii=False, default=str)
+            )
+        return
+    table = Table(title=title, show_lines=False)
+    for column in frame.columns:
+        table.add_column(str(column), overflow="fold")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(cell(v) for v in row))
+    out.print(table)
+
+
+def plain(value: Any) -> Any:
+    """A cell as plain JSON data: numpy lists to lists, missing to None, times to ISO text."""
+    if hasattr(value, "tolist"):
+        return plain(value.tolist())
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    return value
+
+
+def cell(value: Any) -> str:
+    """A cell as table text: lists joined with commas, missing as empty."""
+    value = plain(value)
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def listed(frame, request_id, code, limit, as_json, column, said, title) -> None:
+    """``rejects`` and ``warnings``: items of one push or code, as JSON or as a table."""
+    if request_id:
+        frame = frame[frame["request_id"] == request_id]
+    if code:
+        frame = frame[frame["codes"].map(lambda codes: code in list(codes))]
+    if as_json:
+        show(frame.head(limit), True, "")
+        return
+    view = pd.DataFrame(
+        {
+            "request_id": frame["request_id"],
+            "index": frame["index"],
+            "client_item_id": frame["client_item_id"],
+            column: frame[column].map(lambda entries: "; ".join(map(said, entries))),
+        }
+    )
+    show(view.head(limit), False, f"{title} ({len(frame)})")
+
+
+def refused(error: dict[str, Any]) -> str:
+    """One error in a few words: its code and message."""
+    return f"{error['code']}: {error['message']}"
+
+
+def done(warning: dict[str, Any]) -> str:
+    """One warning in a few words: the field, the value as sent, what was done (--json: all)."""
+    sent = json.dumps(warning["value"], ensure_ascii=False)
+    if warning["action"] == "repaired":
+        return f"{warning['field']} {sent} repaired to {json.dumps(warning['repaired_to'])}"
+    return f"{warning['field']} {sent} dropped ({warning['code']})"
+
+
+class IngestProgress:
+    """Progress for ingest: a rich bar on a terminal, plain lines otherwise.
+
+    The bar measures the feed bytes read and checked, so it moves with every
+    file (not once per 20,000-item commit) and can show an ETA; the item count
+    and rate cover items written, not those an interrupted run had stored.
+    """
+
+    def __enter__(self):
+        self.bar = None
+        if sys.stderr.isatty():
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TextColumn("{task.fields[items]} items, {task.fields[rate]} items/s"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
+            self.bar.start()
+        self.task = None
+        self.items = 0
+        self.counted: set[str] = set()
+        self.started = time.perf_counter()
+        return self
+
+    def __call__(self, event: str, **info: Any) -> None:
+        """Take one event of the run (``plan``, ``read``, ``batch``, ``file``) and show it."""
+        if event == "batch" and not info.get("already_stored"):
+            self.items += info["items"]
+        rate = f"{self.items / max(time.perf_counter() - self.started, 1e-9):,.0f}"
+        if self.bar is None:
+            if event == "plan":
+                print(plan_line(info), file=sys.stderr)
+            elif event == "file":
+                again = info.get("already_stored") or 0
+                note = f", {again:,} already stored by an interrupted run" if again else ""
+                print(
+                    f"{info['file']}: {info['status']}, {count(info['items'], 'item')}{note} "
+                    f"({rate} items/s)",
+                    file=sys.stderr,
+                )
+            return
+        if event == "plan":
+            self.task = self.bar.add_task(
+                f"{info['files']:,} files", total=info.get("bytes") or None, items="0", rate="0"
+            )
+        elif self.task is not None:
+            advance = 0
+            if event in ("read", "file") and info["file"] not in self.counted:
+                self.counted.add(info["file"])
+                advance = info.get("bytes", 0)
+            self.bar.update(self.task, advance=advance, items=f"{self.items:,}", rate=rate)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def count(number: int, noun: str) -> str:
+    """``1 item``, ``2 items``: a count with its noun."""
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
+
+
+def plan_line(info: dict[str, Any]) -> str:
+    """``N file(s) to ingest, M skipped: why`` for the plain progress output."""
+    line = f"{info['files']:,} file(s) to ingest, {info['skipped']:,} skipped"
+    reasons = info.get("reasons") or {}
+    if reasons:
+        line += ": " + "; ".join(f"{n:,} {reason}" for reason, n in reasons.items())
+    return line
