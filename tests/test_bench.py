@@ -36,9 +36,15 @@ def test_bench_runs_every_scenario(tmp_path):
     assert result["baseline_first"]["rows"] == 299  # DuckDB cannot read the item that repeats a key
     assert result["small"]["pushes"] == 2 and result["small"]["first_ms"] > 0
     assert result["first"]["ratio"] > 0 and result["reingest"]["ratio"] > 0
-    assert {"read_parse", "validate", "ids", "write_items", "write_records"} <= set(
-        result["first"]["stages"]
-    )
+    assert {
+        "read_parse",
+        "validate",
+        "ids",
+        "records",
+        "raw_rows",
+        "write_items",
+        "write_records",
+    } <= set(result["first"]["stages"])
     text = report(result)
     assert "| catalog-lake first ingest |" in text and "10-item pushes" in text
     assert "the first, by a new process opening the lake" in text
