@@ -1,9 +1,14 @@
-"""The only module that talks to deltalake.
+"""The only module that talks to deltalake: the tables, their commits, their upkeep.
 
-One Delta table per folder under the lake URI (``raw``, ``items``,
-``records``, ``rejects``, ``pushes``). Reads go through DataFusion's
+One Delta table per folder under the lake URI (``schemas.TABLES``). Writes
+are appends, fenced commits (``FENCES``) and rewrites of whole id blocks
+(``blocks`` folds the rows); ``reads`` adds filtered and time-travel reads
+and scans of a local table's files. Reads go through DataFusion's
 ``QueryBuilder`` or pyarrow datasets rather than ``to_pyarrow_table``, which
-can abort the interpreter at exit (delta-rs issue 2184).
+can abort the interpreter at exit (delta-rs issue 2184). It stays one class
+of about 600 lines: its write paths share one commit protocol (``_committed``,
+``_check_fence``, ``races``), which split across files would be harder to keep
+right.
 """
 
 from __future__ import annotations
@@ -291,7 +296,7 @@ class Lake:
         (``_rewrite_blocks``). A row replaces
         its stored version only when it is at least as new (``updated_at``),
         so replaying an old push after a crash never rolls an item back, and
-        it leaves ``KEPT_ON_UPDATE`` as stored.
+        it leaves ``blocks.KEPT_ON_UPDATE`` as stored (``blocks.upserted``).
         """
         data = data.cast(TABLES[name])
         if data.num_rows == 0:

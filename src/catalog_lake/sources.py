@@ -3,8 +3,10 @@
 ``discover`` lists the feed files of a source with their SHA-256 (what a run
 uses to skip a file it has seen); ``read_items`` and ``read_push`` read one as
 a push reads its payload, with the same JSON rules and limits: a product
-object (``{"items": [...]}``) or JSON Lines, gzipped or not. Nothing here
-opens the lake; ``feeds`` runs ingests over what this finds.
+object (``{"items": [...]}``) or JSON Lines, gzipped or not, and
+``file_pushes`` cuts a file into parsed batches, the pushes an ingest
+sends. Nothing here opens the lake; ``feeds`` runs ingests over what this
+finds.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ class CheckedFiles:
 def check_files(files: list[FeedFile], batch_size: int, strict: bool = False) -> CheckedFiles:
     """Read, parse, validate and type some feed files: a group's work that needs no lake.
 
-    Runs on a Dask worker (``ingest_files``); what it returns is what the
+    Runs on a Dask worker (``feeds.ingest_files``); what it returns is what the
     committer needs, without the decoded items, its rows in Arrow.
     """
     pushes: list[int | str] = []
