@@ -66,9 +66,11 @@ def is_local(uri: str) -> bool:
     return "://" not in uri or uri.startswith("file://")
 
 
-#: What a failed lake read or write raises: deltalake's own errors, the file system's, ours.
-#: Callers catch these without importing deltalake, which only this module does.
-LAKE_ERRORS = (DeltaError, OSError, LakeError)
+#: What the store itself raises on a failed read or write: deltalake's errors, the file system's.
+STORE_ERRORS = (DeltaError, OSError)
+#: What a failed lake read or write raises: the store's errors and ours. Callers catch
+#: these without importing deltalake, which only this module does.
+LAKE_ERRORS = (*STORE_ERRORS, LakeError)
 
 
 class Lake:

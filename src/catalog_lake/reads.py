@@ -1,6 +1,6 @@
 """Reads beyond a whole table: a user's filter, a version to read as of, scans of files.
 
-``select`` serves ``Catalog.select`` and the CLI's ``records --where/--as-of``:
+``select`` serves ``Catalog.query_records`` and the CLI's ``records --where/--as-of``:
 the filter is parsed alone, as one SQL expression, and applied by Polars to
 a scan of the Delta table, so a user's text never becomes a query of its
 own. ``scan``, ``lookup`` and ``blocks_scan`` read columns straight from a
@@ -21,7 +21,7 @@ import pyarrow.dataset as ds
 
 from .blocks import blocks_dataset, file_path
 from .errors import LakeError
-from .lake import LAKE_ERRORS, Lake, conform, first_line, is_local
+from .lake import STORE_ERRORS, Lake, conform, first_line, is_local
 from .schemas import PARTITIONS, TABLES
 
 
@@ -137,7 +137,7 @@ def scan(lake: Lake, name: str, columns: list[str]) -> pa.Table:
         else:
             selected = ", ".join(f'"{c}"' for c in columns)
             stored = lake.read(name, f'SELECT {selected} FROM "{name}"')
-    except (*LAKE_ERRORS, pa.ArrowException) as exc:
+    except (*STORE_ERRORS, pa.ArrowException) as exc:
         raise LakeError(f"cannot read {name!r} in {lake.uri}: {exc}") from exc
     return conform(stored, TABLES[name], columns)
 
@@ -199,7 +199,7 @@ def blocks_scan(
         if paths:
             found = blocks_dataset(paths, root).to_table(columns=[*columns, "id_block"])
             rows = conform(found, TABLES[name], [*columns, "id_block"])
-    except (*LAKE_ERRORS, KeyError, pa.ArrowException) as exc:
+    except (*STORE_ERRORS, KeyError, pa.ArrowException) as exc:
         raise LakeError(f"cannot read {name!r} in {lake.uri}: {exc}") from exc
     return BlocksScan(version, files, touched, rows, len(paths))
 
