@@ -27,8 +27,10 @@ demo: setup
 	CATALOG_LAKE_URI=$(LAKE) $(BIN)/python flows/catalog_flows.py data/feeds
 	$(BIN)/catalog-lake records --lake $(LAKE) --limit 5 --columns object_id,client_item_id,product_name,price,on_sale,tags
 
+# Two processes, each taking whole test files: session fixtures (a Prefect test server,
+# an S3 server) start once per process, and the suite takes about 4 minutes, not 6.
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # Benchmark against the DuckDB baseline; appends the report to bench/results.md.
 # WORKERS=2 runs the ingests with a Dask LocalCluster of two workers (docs/scaling.md);
