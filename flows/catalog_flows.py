@@ -47,6 +47,7 @@ from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
 from catalog_lake.settings import default_lake_uri  # noqa: E402
 from catalog_lake.summary import WARNING_ITEMS_KEY, summary_markdown  # noqa: E402
+from catalog_lake.workers import LOCAL_HTTP  # noqa: E402
 
 IO_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30]}
 #: Items stored with warnings that the ``ingest-warnings`` artifact lists.
@@ -168,7 +169,7 @@ def dask_runner(workers: int, address: str | None):
         cluster_kwargs={
             "n_workers": max(1, workers),
             "threads_per_worker": 1,
-            "dashboard_address": None,
+            "dashboard_address": LOCAL_HTTP,
         },
     )
 

@@ -16,7 +16,7 @@ import pytest
 from catalog_lake import Catalog, PushRequest, check
 from catalog_lake.feeds import ingest
 from catalog_lake.sources import discover, read_items
-from catalog_lake.workers import check_files
+from catalog_lake.workers import LOCAL_HTTP, check_files
 from tests.conftest import make_item
 from tests.test_groups import Ticking
 
@@ -128,7 +128,7 @@ def test_a_running_dask_cluster_is_used_by_its_address_and_groups_land_in_feed_o
     from distributed import LocalCluster
 
     alone, expected = _run(tmp_path, clock, source, "alone", workers=0)
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=LOCAL_HTTP) as cluster:
         catalog = Catalog(tmp_path / "lake", clock=Ticking(clock))
         summary = ingest(
             catalog,

@@ -21,6 +21,9 @@ from .parse import combine
 from .push import PushRequest, ShippedCheck, check_group
 from .sources import FeedFile, collector_paused, file_pushes
 
+#: Where a local Dask scheduler serves HTTP: a free port on this machine.
+LOCAL_HTTP = "127.0.0.1:0"
+
 
 @dataclass
 class CheckedFiles:
@@ -83,7 +86,9 @@ def dask_client(workers: int = 0, address: str | None = None, client: Any = None
             n_workers=max(1, workers),
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            # The scheduler serves HTTP whatever this says; on a free port, two runs at
+            # once do not fight over 8787 (and warn about it).
+            dashboard_address=LOCAL_HTTP,
         ) as cluster,
         Client(cluster) as local,
     ):
