@@ -11,10 +11,9 @@ of SOURCE, default ``data/feeds``, into ``$CATALOG_LAKE_URI`` or ``./lake``).
 Flows take a lake URI, never its credentials: an ``s3://`` lake reads the
 standard ``AWS_*`` variables of the worker's environment (set them in the
 work pool's ``job_variables``, or load them from a Prefect Secret block
-there). Each flow holds the global concurrency limit ``catalog-lake:<lake>``
-while it writes, so deployments that share a lake run one at a time once
-that limit exists (``prefect gcl create``, README "Operations"); the
-fenced commits keep the lake correct either way.
+there). Each flow holds the lake's global concurrency limit while it writes
+(``one_writer``), so deployments that share a lake take turns; the fenced
+commits keep the lake correct either way.
 """
 
 from __future__ import annotations
@@ -22,7 +21,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 # Prefect's local server needs time to start on two cores, and must not phone home.
@@ -32,8 +33,11 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 from prefect.cache_policies import NONE  # noqa: E402
+from prefect.client.orchestration import get_client  # noqa: E402
+from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate  # noqa: E402
 from prefect.concurrency.sync import concurrency  # noqa: E402
-from prefect.runtime import flow_run  # noqa: E402
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound  # noqa: E402
+from prefect.runtime import deployment, flow_run  # noqa: E402
 
 from catalog_lake import (  # noqa: E402
     Catalog,
@@ -45,8 +49,8 @@ from catalog_lake import (  # noqa: E402
 from catalog_lake import backfill as backfill_lib  # noqa: E402
 from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
-from catalog_lake.settings import default_lake_uri  # noqa: E402
-from catalog_lake.summary import WARNING_ITEMS_KEY, summary_markdown  # noqa: E402
+from catalog_lake.settings import default_lake_uri, lake_limit_name  # noqa: E402
+from catalog_lake.summary import WARNING_ITEMS_KEY, run_failed, summary_markdown  # noqa: E402
 from catalog_lake.workers import LOCAL_HTTP  # noqa: E402
 
 IO_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30]}
@@ -67,14 +71,47 @@ def _lake_failure(task, task_run, state) -> bool:
     return False
 
 
-def one_writer(lake: str | None):
-    """Hold the lake's global concurrency limit, ``catalog-lake:<lake URI>``, if it exists.
+def lake_of_run(lake: str | None) -> str:
+    """The lake this flow run writes: ``lake``, else ``$CATALOG_LAKE_URI``, else ``./lake``.
 
-    Without the limit (``strict=False``) flows run as they come and the
-    fenced commits alone keep the lake correct; with it, deployments that
-    write one lake never run at the same time.
+    A deployment's run works in a fresh clone of the project (``prefect.yaml``'s pull
+    step) that is deleted when it ends, so a relative lake there would be written
+    into that folder and lost with it: such a run is refused before it writes.
     """
-    return concurrency(f"catalog-lake:{lake or default_lake_uri()}", occupy=1, strict=False)
+    uri = lake or default_lake_uri()
+    if deployment.id and "://" not in uri and not Path(uri).expanduser().is_absolute():
+        raise LakeError(
+            f"lake {uri!r} is a relative path, which a deployment's run would write into its "
+            "temporary clone of the project and lose; set CATALOG_LAKE_URI on the worker (or "
+            "the flow's lake parameter) to an absolute path or an s3:// URI"
+        )
+    return uri
+
+
+@contextmanager
+def one_writer(lake: str | None):
+    """Hold the lake's global concurrency limit (``settings.lake_limit_name``) while writing.
+
+    Every spelling of one lake (``lake``, ``./lake``, its absolute path) is one
+    limit. The limit is created with one slot the first time a flow writes the
+    lake, so that deployments sharing a lake take turns; the fenced commits keep
+    the lake correct either way, and ``prefect gcl update NAME --limit N`` lets N
+    flows run at once.
+    """
+    name = lake_limit_name(lake_of_run(lake))
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            try:
+                client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(name=name, limit=1)
+                )
+                get_run_logger().info("created the concurrency limit %s (one slot)", name)
+            except ObjectAlreadyExists:  # another flow of this lake created it first
+                pass
+    with concurrency(name, occupy=1, strict=True):
+        yield
 
 
 # Tasks take the lake URI, never DataFrames or a Catalog, and never cache:
@@ -196,9 +233,10 @@ def ingest(
     it runs in the subflow ``ingest-on-dask`` on prefect-dask's
     ``DaskTaskRunner``, whose workers check groups while the task writes.
     The summary is published as the artifacts ``ingest-summary`` and
-    ``ingest-files``. A run in which any file failed ends ``Failed``
-    (``IngestError``) after storing everything else, so a schedule alerts;
-    ``fail_on_bad_files=False`` lets it end ``Completed``. ``strict_values``
+    ``ingest-files``. A run in which any file failed, or in which a file that
+    failed before is still there unchanged, ends ``Failed`` (``IngestError``)
+    after storing everything else, so a schedule stays red while a feed is
+    broken; ``fail_on_bad_files=False`` lets it end ``Completed``. ``strict_values``
     refuses items for warnings too; ``dry_run`` reports what the run would
     store and writes nothing (the artifacts say so).
     """
@@ -217,7 +255,13 @@ def ingest(
     create_table_artifact(
         key="ingest-files",
         table=[{"file": f, "status": "ingested"} for f in summary["files"]["ingested"]]
-        + [{"file": f, "status": "skipped"} for f in summary["files"]["skipped"]]
+        + [
+            {
+                "file": f,
+                "status": "still failing" if f in summary["files"]["still_failing"] else "skipped",
+            }
+            for f in summary["files"]["skipped"]
+        ]
         + [{"file": f["path"], "status": f["status"]} for f in summary["files"]["failed"]],
         description="Files of the ingest run",
     )
@@ -247,7 +291,7 @@ def ingest(
         summary["catalog_push_success_product_count"],
         summary["catalog_push_failed_product_count"],
     )
-    if fail_on_bad_files and summary["files"]["failed"]:
+    if fail_on_bad_files and run_failed(summary):
         raise IngestError(summary)
     return summary
 
@@ -268,7 +312,7 @@ def backfill_task(
 
 def _backfill_run_name() -> str:
     parameters = flow_run.parameters
-    mode = "dry-run" if parameters.get("dry_run", True) else "write"
+    mode = "dry-run" if parameters.get("dry_run", False) else "write"
     scope = "some-pushes" if parameters.get("request_ids") else "all"
     if parameters.get("since") or parameters.get("until"):
         scope = f"{parameters.get('since') or 'start'}..{parameters.get('until') or 'now'}"
@@ -280,10 +324,14 @@ def backfill(
     since: datetime | None = None,
     until: datetime | None = None,
     request_ids: list[str] | None = None,
-    dry_run: bool = True,
+    dry_run: bool = False,
     lake: str | None = None,
 ) -> dict[str, Any]:
-    """Re-derive items and records from raw; a dry run (the default) writes nothing."""
+    """Re-derive items and records from raw; ``dry_run`` reports and writes nothing.
+
+    Like every command and flow, it writes unless told ``dry_run`` (``catalog-lake
+    backfill`` and ``--dry-run`` are the same rule).
+    """
     with one_writer(lake):
         report = backfill_task(lake, since, until, request_ids, dry_run)
     create_markdown_artifact(key="backfill-report", markdown=_report_markdown("Backfill", report))
@@ -349,4 +397,4 @@ if __name__ == "__main__":
             print(json.dumps(response, indent=2, ensure_ascii=False))
     print(summary_markdown(result))
     print("Every push response is kept in the lake: `catalog-lake history`, or --verbose here.")
-    sys.exit(1 if result["files"]["failed"] else 0)
+    sys.exit(1 if run_failed(result) else 0)

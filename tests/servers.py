@@ -144,3 +144,55 @@ def apply_safe_env() -> None:
     os.environ.update(SAFE_AWS_ENV)
     if endpoint.startswith("http://127.0.0.1:"):
         os.environ["AWS_ENDPOINT_URL"] = endpoint
+
+
+@contextmanager
+def prefect_server(home: Path, timeout: float = 180.0) -> Iterator[dict[str, str]]:
+    """A real ``prefect server start`` on loopback, its scheduler on; yields the client env.
+
+    Its own ``PREFECT_HOME`` (and so its own SQLite database) under ``home``. The
+    scheduler looks for due work every 2 s instead of every 60 s, so a test sees
+    runs appear without waiting a minute; nothing else differs from a user's server.
+    """
+    (port,) = _free_ports(1)
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+    }
+    log = (home / "server.log").open("wb")
+    process = subprocess.Popen(  # noqa: S603 - the pinned prefect, fixed arguments
+        [prefect_binary(), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"prefect server exited with {process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{env['PREFECT_API_URL']}/health", timeout=2):  # noqa: S310
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"prefect server not up within {timeout:.0f} s") from None
+                time.sleep(0.5)
+        yield env
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def prefect_binary() -> str:
+    """The ``prefect`` command installed beside this Python."""
+    return str(Path(sys.executable).with_name("prefect"))

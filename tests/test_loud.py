@@ -10,7 +10,7 @@ import io
 import json
 import os
 import tracemalloc
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -155,7 +155,9 @@ def test_skipped_files_say_why(run, tmp_path):
         "1 not a regular file (a FIFO, socket or device)"
     )
     assert "4 skipped: 1 failed before and unchanged" in again.stdout
-    assert again.exit_code == 0
+    # The broken file is still broken: the run says so and fails (schedules stay red).
+    assert "1 file(s) still failing, unchanged since they failed" in again.stdout
+    assert again.exit_code == 1
 
 
 # --- 2. messages speak the project's language ----------------------------------
@@ -420,10 +422,15 @@ def test_as_of_takes_a_version_a_date_or_a_date_time(run):
     run("push", str(FEEDS / "grocery.json"))
     by_version = run("records", "--json", "--columns", "client_item_id", "--as-of", "1")
     assert len(by_version.stdout.splitlines()) == 2
+    # Times after both pushes, whatever the hour: a date is midnight UTC, so tomorrow's
+    # is always ahead; a date-time in +05:30 is taken at its offset (an hour ahead).
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
     by_date = run("records", "--json", "--columns", "client_item_id", "--as-of", tomorrow)
     assert len(by_date.stdout.splitlines()) == 4
-    by_time = run("records", "--json", "--as-of", f"{tomorrow}T00:00:00+05:30")
+    india = timezone(timedelta(hours=5, minutes=30))
+    in_an_hour = (datetime.now(UTC) + timedelta(hours=1)).astimezone(india).isoformat()
+    assert in_an_hour.endswith("+05:30")
+    by_time = run("records", "--json", "--as-of", in_an_hour)
     assert len(by_time.stdout.splitlines()) == 4
 
 

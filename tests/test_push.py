@@ -118,7 +118,7 @@ def test_ids_are_stable_across_re_pushes_and_never_reused(catalog, clock):
     assert first["items"] == [{"a": "1"}, {"b": "2"}]
     assert second["items"] == [{"b": "2"}, {"c": "3"}]
     records = catalog.records()
-    assert records["object_id"].tolist() == ["1", "2", "3"]
+    assert records["object_id"].tolist() == [1, 2, 3]
     assert records["client_item_id"].tolist() == ["a", "b", "c"]
 
 

@@ -11,24 +11,43 @@ from catalog_lake import Catalog
 
 ROOT = Path(__file__).parents[1]
 BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-# The first block is the contract overview (it uses a placeholder payload).
-EXAMPLES = BLOCKS[1:]
+# The library overview first, then reading the tables from pandas, DuckDB and Polars.
+LIBRARY, *EXAMPLES = BLOCKS
 
 
 @pytest.fixture
 def lake_here(tmp_path, monkeypatch):
+    import shutil
+
     catalog = Catalog(tmp_path / "lake")
     for feed in sorted((ROOT / "data" / "feeds").glob("*.json")):
         catalog.push(feed.read_bytes())
+    shutil.copytree(ROOT / "data", tmp_path / "data")
     monkeypatch.chdir(tmp_path)
     return catalog
 
 
-def test_readme_has_pandas_duckdb_and_polars_examples():
+def test_readme_has_library_pandas_duckdb_and_polars_examples():
+    assert "catalog.push(product_object)" in LIBRARY
     assert len(EXAMPLES) == 3
     assert "Catalog(" in EXAMPLES[0]
     assert "import duckdb" in EXAMPLES[1]
     assert "import polars" in EXAMPLES[2]
+
+
+def test_the_readme_library_overview_runs_as_written_on_any_date(lake_here):
+    namespace: dict = {}
+    exec(compile(LIBRARY, "README library overview", "exec"), namespace)
+    assert namespace["response"]["catalog_push_failed_product_count"] == "0"
+    assert len(namespace["summary"]["files"]["ingested"]) == 7
+    assert [len(r["items"]) for r in namespace["responses"]] == [2, 2]
+
+
+def test_the_query_records_docstring_examples_run(lake_here):
+    examples = re.findall(r'``"(.+?)"``', Catalog.query_records.__doc__)
+    assert len(examples) == 3
+    for where in examples:
+        lake_here.query_records(where=where)
 
 
 @pytest.mark.parametrize("index", range(3))

@@ -91,7 +91,7 @@ def test_record_is_flat_and_complete(catalog):
         "tags": list(record["tags"]),
         "synonyms": list(record["synonyms"]),
     } == {
-        "object_id": "1",
+        "object_id": 1,
         "client_item_id": "SKU-1",
         "product_name": "Whole Wheat Atta 5 kg",
         "description": "Atta, 5 kg",

@@ -62,6 +62,7 @@ def test_run_summary_totals_batches_and_keeps_the_response_shape():
         "skipped": ["old.json"],
         "skipped_reasons": {"ingested before and unchanged": 1},
         "failed": [{"path": "bad.json", "status": "invalid", "error": "not JSON"}],
+        "still_failing": [],
     }
     assert [b["catalog_push_request_id"] for b in summary["batches"]] == ["r1", "r2"]
     assert (summary["duration_s"], summary["items_per_second"], summary["flow_run_id"]) == (

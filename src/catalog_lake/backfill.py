@@ -164,6 +164,7 @@ def _compare(
     )
     known = new.index.isin(old.index)
     report["records_new"] = int((~known).sum())
+    fresh = new.index[~known]
     common = new.index[known]
     old, new = old.loc[common], new.loc[common]
     differs = pd.DataFrame(
@@ -182,6 +183,11 @@ def _compare(
             },
         }
         for key in common[changed.to_numpy()][:examples]
+    ]
+    # A record the lake lacks is an example too: a violation always names one.
+    report["examples"] += [
+        {"client_item_id": key, "changes": {"record": {"old": None, "new": "derived from raw"}}}
+        for key in fresh[: max(0, examples - len(report["examples"]))]
     ]
 
 

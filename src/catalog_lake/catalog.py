@@ -296,8 +296,9 @@ class Catalog:
         """Records matching a SQL expression, by service id; read-only.
 
         Args:
-            where: a SQL boolean expression over record columns, e.g.
-                ``"on_sale AND price < 500"`` or ``"array_has(tags, 'veg')"``.
+            where: one SQL condition over record columns (README, "Command line"),
+                e.g. ``"on_sale AND price < 500"``, ``"array_contains(tags, 'veg')"``
+                or ``"updated_at >= '2026-11-25'"``.
             columns: the columns to return (all by default).
             limit: at most this many rows.
             as_of: a table version number or an ISO timestamp (time travel).

@@ -37,6 +37,20 @@ if TYPE_CHECKING:  # the facade uses these modules; they only take one
 _MAX_EXAMPLES = 5
 
 
+def _frame(catalog: Catalog, name: str, sql: str | None = None) -> pd.DataFrame:
+    """A table read for the checks, its text in Python strings.
+
+    pandas' Arrow-backed strings cannot be joined when both sides are empty
+    ("cannot construct ChunkedArray from empty vector"), and a lake whose
+    tables are empty (an empty folder ingested, a run stopped before its first
+    push) must check as ok, not crash.
+    """
+    strings = pd.StringDtype("python")
+    return catalog.lake.read(name, sql).to_pandas(
+        types_mapper=lambda kind: strings if pa.types.is_string(kind) else None
+    )
+
+
 def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     """Verify the invariants; ``derive=False`` skips the (costlier) backfill comparison."""
     violations: list[dict[str, Any]] = []
@@ -52,16 +66,16 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
                 }
             )
 
-    raw = catalog.lake.read(
-        "raw", 'SELECT request_id, "index", passed, client_item_id, idempotency_key FROM "raw"'
-    ).to_pandas()
-    pushes = catalog.lake.read("pushes").to_pandas()
-    rejects = catalog.lake.read("rejects", 'SELECT request_id, "index" FROM "rejects"').to_pandas()
-    warned = catalog.lake.read("warnings", 'SELECT request_id, "index" FROM "warnings"').to_pandas()
-    items = catalog.lake.read("items", 'SELECT client_item_id, object_id FROM "items"').to_pandas()
-    records = catalog.lake.read(
-        "records", 'SELECT client_item_id, object_id FROM "records"'
-    ).to_pandas()
+    raw = _frame(
+        catalog,
+        "raw",
+        'SELECT request_id, "index", passed, client_item_id, idempotency_key FROM "raw"',
+    )
+    pushes = _frame(catalog, "pushes")
+    rejects = _frame(catalog, "rejects", 'SELECT request_id, "index" FROM "rejects"')
+    warned = _frame(catalog, "warnings", 'SELECT request_id, "index" FROM "warnings"')
+    items = _frame(catalog, "items", 'SELECT client_item_id, object_id FROM "items"')
+    records = _frame(catalog, "records", 'SELECT client_item_id, object_id FROM "records"')
 
     done = set(pushes["request_id"])
     requests = raw.drop_duplicates("request_id")
@@ -144,7 +158,8 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     )
     both_sides = joined[joined["_merge"] == "both"]
     mismatch = both_sides[
-        both_sides["object_id_items"].astype("int64").astype(str) != both_sides["object_id_records"]
+        both_sides["object_id_items"].astype("int64")
+        != both_sides["object_id_records"].astype("int64")
     ]
     violation(2, "record and item disagree on the service id", mismatch["client_item_id"].tolist())
     snapshot = catalog.snapshot_keys()

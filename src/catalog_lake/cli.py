@@ -104,33 +104,59 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 #: ``--storage-option`` values given before the command, for every lake it opens.
 _STORAGE_OPTIONS: dict[str, str] = {}
 
+StorageOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--storage-option",
+        metavar="KEY=VALUE",
+        help="An object-store setting for the lake, repeatable (e.g. "
+        "AWS_ENDPOINT_URL=http://127.0.0.1:8333); the standard AWS_* variables "
+        "are read too. Never printed.",
+    ),
+]
 
-@app.callback()
-def _options(
-    storage_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--storage-option",
-            metavar="KEY=VALUE",
-            help="An object-store setting for the lake, repeatable (e.g. "
-            "AWS_ENDPOINT_URL=http://127.0.0.1:8333); the standard AWS_* variables "
-            "are read too. Never printed.",
-        ),
-    ] = None,
-) -> None:
-    """Push product feeds into a Delta lake of flat search records, and read them back."""
-    _STORAGE_OPTIONS.clear()
-    for given in storage_option or []:
-        key, sep, value = given.partition("=")
+
+def _storage_options(given: list[str] | None) -> dict[str, str]:
+    options = {}
+    for text in given or []:
+        key, sep, value = text.partition("=")
         if not sep or not key.strip():
             # The text is not shown: it may be a secret typed without its key.
             raise fail("--storage-option takes KEY=VALUE; one was given without '='")
-        _STORAGE_OPTIONS[key.strip()] = value
+        options[key.strip()] = value
+    return options
 
 
-def _catalog(lake: str | None) -> Catalog:
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import version
+
+        print(f"catalog-lake {version('catalog-lake')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    storage_option: StorageOptions = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Push product feeds into a Delta lake of flat search records, and read them back."""
+    _STORAGE_OPTIONS.clear()
+    _STORAGE_OPTIONS.update(_storage_options(storage_option))
+
+
+def _catalog(lake: str | None, storage_option: list[str] | None = None) -> Catalog:
+    """The lake a command opens; ``--storage-option`` counts before or after the command."""
+    options = {**_STORAGE_OPTIONS, **_storage_options(storage_option)}
+    if lake is not None and not lake.strip():
+        raise fail("--lake is empty; name a lake folder or an s3:// URI", 2)
     try:
-        return Catalog(lake, storage_options=dict(_STORAGE_OPTIONS) or None)
+        return Catalog(lake, storage_options=options or None)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
 
@@ -146,6 +172,7 @@ def push(
         ),
     ],
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 3 when any item of any push failed.")
     ] = False,
@@ -162,7 +189,7 @@ def push(
     """Push each file as one push and print its push response as JSON."""
     from .sources import read_push
 
-    catalog = _catalog(lake)
+    catalog = _catalog(lake, storage_option)
     whole_failures = 0
     item_failures = 0
     for path in files:
@@ -193,6 +220,7 @@ def push(
 @app.command()
 def records(
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     where: Annotated[
         str | None,
         typer.Option(help='SQL condition, e.g. "on_sale AND price < 500" (read-only).'),
@@ -218,7 +246,7 @@ def records(
     else:
         wanted = [c.strip() for c in columns.split(",") if c.strip()]
     try:
-        frame = _catalog(lake).query_records(where, wanted, limit, as_of)
+        frame = _catalog(lake, storage_option).query_records(where, wanted, limit, as_of)
     except CatalogLakeError as exc:
         usage = str(exc).startswith(("unknown column", "--where", "--as-of"))
         raise fail(str(exc), 2 if usage else 1) from None
@@ -228,6 +256,7 @@ def records(
 @app.command()
 def rejects(
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     request_id: Annotated[str | None, typer.Option(help="Only this push.")] = None,
     code: Annotated[
         str | None, typer.Option(help="Only items failing with this error code.")
@@ -236,26 +265,28 @@ def rejects(
     as_json: JsonOption = False,
 ) -> None:
     """Show rejected items with their error codes and messages."""
-    frame = _catalog(lake).rejects()
+    frame = _catalog(lake, storage_option).rejects()
     listed(frame, request_id, code, limit, as_json, "errors", refused, "rejects")
 
 
 @app.command()
 def warnings(
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     request_id: Annotated[str | None, typer.Option(help="Only this push.")] = None,
     code: Annotated[str | None, typer.Option(help="Only items warned with this code.")] = None,
     limit: Annotated[int, typer.Option(min=0, help="At most this many items.")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Show items stored with warnings: each value dropped or repaired, as sent."""
-    frame = _catalog(lake).warnings()
+    frame = _catalog(lake, storage_option).warnings()
     listed(frame, request_id, code, limit, as_json, "warnings", done, "items stored with warnings")
 
 
 @app.command()
 def history(
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     limit: Annotated[int, typer.Option(min=0, help="Rows of each kind to show.")] = 20,
     versions: Annotated[
         bool, typer.Option("--versions", help="Show table versions instead of pushes.")
@@ -263,7 +294,7 @@ def history(
     as_json: JsonOption = False,
 ) -> None:
     """Show the latest pushes (or, with --versions, table versions), newest first."""
-    catalog = _catalog(lake)
+    catalog = _catalog(lake, storage_option)
     if versions:
         frame = catalog.history(limit)
         show(frame.drop(columns=["metrics"]) if not as_json else frame, as_json, "table versions")
@@ -287,6 +318,7 @@ def history(
 def ingest(
     source: Annotated[str, typer.Argument(help="Folder (or file) of feeds: .json, .jsonl, .gz.")],
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     pattern: Annotated[str, typer.Option(help="Glob under SOURCE.")] = "**/*",
     batch_size: Annotated[int, typer.Option(min=1, help="Items per push.")] = 1_000,
     group_items: Annotated[
@@ -320,9 +352,9 @@ def ingest(
 ) -> None:
     """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
     from .feeds import ingest as run_ingest
-    from .summary import summary_markdown
+    from .summary import run_failed, summary_markdown
 
-    catalog = _catalog(lake)
+    catalog = _catalog(lake, storage_option)
     try:
         with IngestProgress() as progress:
             summary = run_ingest(
@@ -344,13 +376,14 @@ def ingest(
         print(json.dumps(summary, ensure_ascii=False, default=str))
     else:
         out.print(summary_markdown(summary), markup=False, highlight=False)
-    if summary["files"]["failed"]:
+    if run_failed(summary):
         raise typer.Exit(1)
 
 
 @app.command()
 def backfill(
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     since: Annotated[
         str | None, typer.Option(help="Only pushes received at or after (ISO).")
     ] = None,
@@ -359,13 +392,14 @@ def backfill(
         list[str] | None, typer.Option("--request-id", help="Only these pushes (repeatable).")
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Report, write nothing.")] = False,
+    as_json: AlwaysJson = False,
 ) -> None:
     """Re-derive items and records from the raw table with today's rules."""
     from .backfill import backfill as run_backfill
 
     try:
         report = run_backfill(
-            _catalog(lake),
+            _catalog(lake, storage_option),
             since=_when(since),
             until=_when(until),
             request_ids=request_id or None,
@@ -389,12 +423,14 @@ def _when(value: str | None):
 def metrics(
     file: Annotated[Path, typer.Argument(help="CSV or Parquet with client_item_id, likes, sales.")],
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
+    as_json: AlwaysJson = False,
 ) -> None:
     """Update likes and sales of known items; unknown ids are reported, not created."""
     from .metrics import apply_metrics
 
     try:
-        report = apply_metrics(_catalog(lake), file)
+        report = apply_metrics(_catalog(lake, storage_option), file)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
     print_json(report)
@@ -403,15 +439,17 @@ def metrics(
 @app.command()
 def maintain(
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     retention_hours: Annotated[
         int, typer.Option(min=0, help="Vacuum keeps files this long.")
     ] = 168,
+    as_json: AlwaysJson = False,
 ) -> None:
     """Re-price records whose discount window opened or closed, compact and vacuum."""
     from .maintain import maintain as run_maintain
 
     try:
-        report = run_maintain(_catalog(lake), retention_hours=retention_hours)
+        report = run_maintain(_catalog(lake, storage_option), retention_hours=retention_hours)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
     print_json(report)
@@ -420,6 +458,7 @@ def maintain(
 @app.command()
 def check(
     lake: LakeOption = None,
+    storage_option: StorageOptions = None,
     fast: Annotated[
         bool, typer.Option("--fast", help="Skip comparing records with a derivation from raw.")
     ] = False,
@@ -429,7 +468,7 @@ def check(
     try:
         from .check import check as check_lake
 
-        report = check_lake(_catalog(lake), derive=not fast)
+        report = check_lake(_catalog(lake, storage_option), derive=not fast)
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
     print_json(report)
@@ -438,12 +477,21 @@ def check(
 
 
 @app.command()
-def repair(lake: LakeOption = None) -> None:
-    """Finish pushes that were interrupted between table commits, from the raw table."""
+def repair(
+    lake: LakeOption = None, storage_option: StorageOptions = None, as_json: JsonOption = False
+) -> None:
+    """Finish pushes that were interrupted between table commits, from the raw table.
+
+    Prints each finished push's response; with --json, one JSON list of them
+    (``[]`` when nothing was interrupted).
+    """
     try:
-        responses = _catalog(lake).repair()
+        responses = _catalog(lake, storage_option).repair()
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
+    if as_json:
+        print(json.dumps(responses, ensure_ascii=False, default=str))
+        return
     if not responses:
         print("nothing to repair")
     for response in responses:

@@ -7,8 +7,31 @@ response (SPEC 7: partial failure is reported by the failed count).
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any
+
+#: Terminal colour codes, which delta-rs puts in its error texts.
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: Causes the store words obscurely, and what fixes each (README, "Operations").
+_FIXES = {
+    "URL scheme is not allowed": (
+        "the object store's endpoint is plain http://, which needs AWS_ALLOW_HTTP=true in the "
+        "environment (or --storage-option AWS_ALLOW_HTTP=true)"
+    ),
+}
+
+
+def one_line(message: str) -> str:
+    """An error text as one plain line, with the fix appended where the cause is known.
+
+    Errors from the store arrive as several indented lines with colour codes
+    (delta-rs's error chains); a log line or a terminal wants one line that
+    says what to do.
+    """
+    text = " ".join(_ANSI.sub("", message).split())
+    fixes = [fix for cause, fix in _FIXES.items() if cause in text and fix not in text]
+    return "; ".join([text, *fixes])
 
 
 class ErrorCode(StrEnum):
@@ -36,7 +59,10 @@ class ErrorCode(StrEnum):
 
 
 class CatalogLakeError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Base of every error this package raises on purpose; its message is one line."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*(one_line(a) if isinstance(a, str) else a for a in args))
 
 
 class PushError(CatalogLakeError):
@@ -49,9 +75,9 @@ class PushError(CatalogLakeError):
 
     def __init__(self, reason: str, detail: str, *, request_id: str | None = None) -> None:
         self.reason = reason
-        self.detail = detail
+        self.detail = one_line(detail)
         self.request_id = request_id
-        super().__init__(f"push refused ({reason}): {detail}")
+        super().__init__(f"push refused ({reason}): {self.detail}")
 
 
 class LakeError(CatalogLakeError):
@@ -62,13 +88,20 @@ class IngestError(CatalogLakeError):
     """An ingest run finished, but some feed files failed; ``summary`` is the run summary.
 
     Everything else of the run was stored and recorded; the message names the
-    files that failed and why, so a scheduled run ends failed and alerts.
+    files that failed and why, so a scheduled run ends failed and alerts. Files
+    that failed in an earlier run and are still unchanged count too
+    (``summary.run_failed``).
     """
 
     def __init__(self, summary: dict) -> None:
         self.summary = summary
-        failed = summary["files"]["failed"]
-        named = "; ".join(f"{f['path']} ({f['status']}): {f['error']}" for f in failed[:3])
+        failed = [
+            f"{f['path']} ({f['status']}): {f['error']}" for f in summary["files"]["failed"]
+        ] + [
+            f"{path} (failed before and unchanged)"
+            for path in summary["files"].get("still_failing", [])
+        ]
+        named = "; ".join(failed[:3])
         more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
         super().__init__(f"{len(failed)} feed file(s) failed: {named}{more}")
 

@@ -154,8 +154,12 @@ class _GroupWriter:
 
     def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, list[PushRequest]] | None:
         """A file's pushes, parsed here; None (and the file reported) if it is unusable."""
+
+        def parsed(done: int, total: int) -> None:
+            self.progress("parsed", file=feed.path, items=done, total=total, bytes=feed.size)
+
         try:
-            requests = file_pushes(feed, batch_size, self.strict)
+            requests = file_pushes(feed, batch_size, self.strict, parsed)
         except (PushError, OSError) as exc:
             self.invalid(feed, exc)
             return None
@@ -223,7 +227,14 @@ class _GroupWriter:
         for result, file_requests in group:
             for request, again in zip(file_requests, flags, strict=False):
                 items = len(request.payload.item_json)
-                self.progress("batch", file=result.feed.path, items=items, already_stored=again)
+                self.progress(
+                    "batch",
+                    file=result.feed.path,
+                    items=items,
+                    already_stored=again,
+                    bytes=result.feed.size,
+                    batches=len(file_requests),
+                )
             self.progress(
                 "file",
                 file=result.feed.path,
@@ -301,6 +312,9 @@ def ingest(
     and the files are not recorded, so a real run afterwards reads them all.
     """
     started, started_at = time.perf_counter(), catalog.clock()
+    # The source is looked at before the lake is touched: a mistyped source
+    # stops the run in one line and creates nothing.
+    plan_ = plan(catalog, source, pattern, force)
     repaired = []
     if not dry_run:
         catalog.lake.ensure()
@@ -308,7 +322,6 @@ def ingest(
         repaired = [r["catalog_push_request_id"] for r in catalog.repair()]
     if repaired:
         progress("repaired", pushes=len(repaired))
-    plan_ = plan(catalog, source, pattern, force)
     progress(
         "plan",
         files=len(plan_.to_ingest),

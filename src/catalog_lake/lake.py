@@ -44,7 +44,14 @@ from tenacity import (
 from . import settings
 from .blocks import blocks_dataset, blocks_predicate, upserted, with_columns
 from .errors import FenceMoved, LakeError, NoLakeError
-from .schemas import ADDED_COLUMNS, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
+from .schemas import (
+    ADDED_COLUMNS,
+    PARTITIONS,
+    PLAIN_COLUMNS,
+    RETYPED_COLUMNS,
+    STATS_COLUMNS,
+    TABLES,
+)
 
 #: The app transaction that fences each fenced table's commits (docs/design.md, "Writers"):
 #: ``items`` because its commits allocate service ids, ``records`` because a new item's
@@ -77,6 +84,8 @@ class Lake:
     """A folder (or object-store prefix) of Delta tables with fixed schemas."""
 
     def __init__(self, uri: str | Path, storage_options: dict[str, str] | None = None) -> None:
+        if not str(uri).strip():
+            raise LakeError("the lake path is empty; name a lake folder or an s3:// URI")
         self.uri = str(uri).rstrip("/") or "/"
         if is_local(self.uri) and Path(self.uri.removeprefix("file://")).is_file():
             raise NoLakeError(f"{self.uri} is a file, not a lake folder")
@@ -186,6 +195,7 @@ class Lake:
             existing = self.table(name)
             if existing is not None:
                 self._add_new_columns(name, existing, schema)
+                self._retype(name, existing, schema)
                 _require_compatible(name, existing, schema, self.uri)
                 continue
             if existing is None:
@@ -215,6 +225,51 @@ class Lake:
             table.alter.add_columns([Field.from_arrow(schema.field(c)) for c in missing])
         except (DeltaError, OSError) as exc:
             raise LakeError(f"cannot add columns {missing} to table {name!r}: {exc}") from exc
+
+    def _retype(self, name: str, table: DeltaTable, schema: pa.Schema) -> None:
+        """Rewrite a table whose columns an earlier version typed otherwise (``RETYPED_COLUMNS``).
+
+        Once per lake, in one commit fenced like every other write of the table:
+        a writer that loses the race reads the winner's table, finds it
+        upgraded, and goes on. Earlier versions stay readable with ``--as-of``
+        (reads cast them to today's schema).
+        """
+        from deltalake import write_deltalake
+
+        def stale(current: DeltaTable) -> list[str]:
+            stored = pa.schema(current.schema().to_arrow())
+            return [
+                c
+                for c in RETYPED_COLUMNS.get(name, {})
+                if c in stored.names and not _same_type(stored.field(c).type, schema.field(c).type)
+            ]
+
+        if not stale(table):
+            return
+        for attempt in races():
+            with attempt:
+                current = self.table(name)
+                if current is None or not stale(current):
+                    return
+                fence = current.transaction_version(FENCES[name]) or 0 if name in FENCES else None
+                rows = self._read_blocks(name, current, "id_block >= 0")
+                try:
+                    write_deltalake(
+                        current,
+                        rows,
+                        mode="overwrite",
+                        schema_mode="overwrite",
+                        partition_by=PARTITIONS.get(name),
+                        storage_options=self.storage_options,
+                        writer_properties=_writer_properties(name),
+                        commit_properties=_commit_properties(
+                            name, {"catalog_lake.upgrade": f"retyped {stale(current)}"}, fence
+                        ),
+                    )
+                except CommitFailedError as exc:
+                    self._tables.pop(name, None)
+                    raise FenceMoved(f"another writer changed {name!r}: {first_line(exc)}") from exc
+                _log.info("upgraded %r in %s: %s retyped", name, self.uri, stale(current))
 
     # --- writes -------------------------------------------------------------
 
@@ -501,7 +556,7 @@ class Lake:
         result = pa.RecordBatchReader.from_stream(reader).read_all()
         if sql is None:
             return conform(result, TABLES[name])
-        return result
+        return plain_strings(result)
 
     def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
         """The latest commits of a table: version, time, operation, metrics."""
@@ -639,6 +694,34 @@ def sql_timestamp(value: datetime) -> str:
 def first_line(exc: Exception) -> str:
     """An error's first line, for one-line messages."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _same_type(stored: pa.DataType, declared: pa.DataType) -> bool:
+    """Whether a stored column holds the declared type (any string layout is a string)."""
+
+    def text(kind: pa.DataType) -> bool:
+        return (
+            pa.types.is_string(kind)
+            or pa.types.is_large_string(kind)
+            or pa.types.is_string_view(kind)
+        )
+
+    return stored.equals(declared) or (text(stored) and text(declared))
+
+
+def plain_strings(result: pa.Table) -> pa.Table:
+    """A query's result with plain strings and at least one chunk per column.
+
+    DataFusion answers with ``string_view`` columns, and with no chunks at all
+    when nothing matched (an empty table); pandas cannot join such columns
+    ("cannot construct ChunkedArray from empty vector"), so readers always
+    get plain strings in one chunk, empty or not.
+    """
+    fields = [
+        pa.field(f.name, pa.string(), f.nullable) if pa.types.is_string_view(f.type) else f
+        for f in result.schema
+    ]
+    return result.cast(pa.schema(fields)).combine_chunks()
 
 
 def conform(result: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:

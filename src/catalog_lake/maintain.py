@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyarrow as pa
 
+from . import reads
 from .lake import sql_timestamp
 from .records import Batch, derive_records, unpack_attributes
 from .schemas import ITEMS, RECORDS, STR_LIST, TABLES
@@ -54,11 +55,27 @@ def reprice(catalog: Catalog, since: datetime | None, now: datetime) -> int:
     frame = frame.join(unpack_attributes(rows["attributes"]))
     for column in ("mrp", "sale_price", "discounted_price"):
         frame[column] = frame[column].map(lambda v: None if v is None else str(v))
-    records = derive_records(Batch(frame, lists), now, catalog.synonyms)
-    catalog.lake.upsert_fenced(
-        "records", records.table(RECORDS), {"catalog_lake.operation": "reprice"}
-    )
-    return rows.num_rows
+    derived = derive_records(Batch(frame, lists), now, catalog.synonyms).table(RECORDS)
+    changed = changed_records(catalog, derived)
+    if changed.num_rows:
+        catalog.lake.upsert_fenced("records", changed, {"catalog_lake.operation": "reprice"})
+    return changed.num_rows
+
+
+def changed_records(catalog: Catalog, derived: pa.Table) -> pa.Table:
+    """The rows of ``derived`` whose content differs from the stored record (or is new).
+
+    A window that opened or closed does not always change a price (the record
+    was written after the change, or the discounted price equals the sale
+    price), and a record that did not change is neither rewritten nor counted.
+    """
+    ids = derived["client_item_id"].to_pylist()
+    # id_block follows object_id (and is a partition column, not in the files).
+    content = [c for c in RECORDS.names if c not in ("updated_at", "id_block")]
+    stored = reads.lookup(catalog.lake, "records", "client_item_id", ids, content)
+    before = {row["client_item_id"]: row for row in stored.to_pylist()}
+    keep = [before.get(row["client_item_id"]) != row for row in derived.select(content).to_pylist()]
+    return derived.filter(pa.array(keep, pa.bool_()))
 
 
 def maintain(

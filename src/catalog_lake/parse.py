@@ -10,8 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from decimal import Decimal
 from typing import Any
 
+import msgspec
 import orjson
 
 from . import cells, settings
@@ -243,9 +246,23 @@ def parse_push(payload: Any, *, decoded: bool = False, repeats: bool = True) -> 
     decoded = decoded or is_text
     repeats = repeats and (not is_text or "repeated" in notes)
     items = product_items(obj)
-    item_json = [
-        _dump(item, index, decoded=decoded, repeats=repeats) for index, item in enumerate(items)
-    ]
+    try:
+        item_json = [
+            _dump(item, index, decoded=decoded, repeats=repeats) for index, item in enumerate(items)
+        ]
+    except PushError:
+        if is_text:
+            raise
+        foreign = _foreign_value(obj)
+        if foreign is not None:
+            raise PushError(
+                "invalid_payload",
+                f"{foreign} cannot be represented as JSON (JSON values, Decimal, date, "
+                "datetime and time are accepted)",
+            ) from None
+        # A Decimal has one exact JSON number and a date or date-time one ISO 8601 text:
+        # the payload is written so and read as the JSON text it stands for.
+        return parse_push(_EXACT_VALUES.encode(obj))
     total = sum(map(len, item_json))
     if total > settings.MAX_PAYLOAD_BYTES:
         raise _too_large(total)
@@ -347,6 +364,33 @@ def _objects(value: Any, path: str = ""):
         for position, inner in enumerate(value):
             if isinstance(inner, (dict, list)):
                 yield from _objects(inner, f"{path}[{position}]")
+
+
+#: Writes a caller's ``Decimal`` as the JSON number it spells (``Decimal("310.00")`` ->
+#: ``310.00``) and dates and date-times as ISO 8601 text, exactly.
+_EXACT_VALUES = msgspec.json.Encoder(decimal_format="number")
+_EXACT_TYPES = (Decimal, date, datetime, time)
+
+
+def _foreign_value(value: Any, path: str = "") -> str | None:
+    """Where the first value stands that is neither JSON nor a Decimal, date or time, and what."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                return f"{path or 'the payload'}: the key {key!r}"
+            found = _foreign_value(inner, f"{path}.{key}" if path else key)
+            if found:
+                return found
+        return None
+    if isinstance(value, list):
+        for position, inner in enumerate(value):
+            found = _foreign_value(inner, f"{path}[{position}]")
+            if found:
+                return found
+        return None
+    if value is None or isinstance(value, (str, int, float, bool, *_EXACT_TYPES)):
+        return None
+    return f"{path}: a {type(value).__name__}"
 
 
 def _dump(item: dict[str, Any], index: int, *, decoded: bool = False, repeats: bool = True) -> str:

@@ -21,6 +21,7 @@ import pyarrow.dataset as ds
 
 from .blocks import blocks_dataset, file_path
 from .errors import LakeError
+from .filters import compile_where
 from .lake import STORE_ERRORS, Lake, conform, first_line, is_local
 from .schemas import PARTITIONS, TABLES
 
@@ -37,11 +38,12 @@ def select(
 ) -> pa.Table:
     """Rows of one table filtered by one SQL expression, optionally as they were.
 
-    ``where`` is parsed on its own as a single SQL expression (Polars SQL,
-    ``pl.sql_expr``) and applied as a filter: it is never pasted into a
-    query, so ``1=1) UNION ALL (SELECT ...`` is a syntax error in the
-    user's own text, not a second query. ``as_of`` is a version number, an
-    ISO date (midnight UTC) or an ISO date-time; a time before the table
+    ``where`` is one expression from the allow-list of ``filters`` (columns,
+    comparisons, literals; no subquery, no table function), compiled to a
+    Polars filter: it is never pasted into a query, so ``1=1) UNION ALL
+    (SELECT ...`` is an error in the user's own text, not a second query.
+    ``as_of`` is a version number, an ISO date (midnight UTC) or an ISO
+    date-time; a time before the table
     existed, or a version it never had, is refused with what it has.
     ``order_by`` names a column whose text sorts as a number (service ids).
     """
@@ -104,14 +106,8 @@ def version_as_of(name: str, table: Any, as_of: int | str) -> int:
 
 
 def where_expression(where: str, schema: pa.Schema):
-    """``where`` parsed alone as one SQL expression, or a ``LakeError`` about the user's text."""
-    try:
-        return pl.sql_expr(where)
-    except pl.exceptions.PolarsError as exc:
-        message = first_line(exc)
-        if "array_has" in message:
-            message += "; test a list with array_contains(tags, 'veg')"
-        raise LakeError(f"--where {where!r} is not one SQL expression: {message}") from None
+    """``where`` compiled from the allow-list of ``filters``, or a one-line ``LakeError``."""
+    return compile_where(where, schema)
 
 
 def scan(lake: Lake, name: str, columns: list[str]) -> pa.Table:

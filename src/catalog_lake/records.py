@@ -381,7 +381,7 @@ def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Ba
     image = first_element(items.lists["images"]).to_pandas().astype(object)
     frame = pd.DataFrame(
         {
-            "object_id": rows["object_id"].astype("int64").astype(str).astype(object),
+            "object_id": rows["object_id"].astype("int64"),
             "client_item_id": rows["client_item_id"],
             "product_name": rows["name"],
             "description": description,

@@ -21,7 +21,7 @@ import pyarrow as pa
 from .catalog import Catalog
 from .schemas import FILES, RUNS
 from .sources import DEFAULT_PATTERN, FeedFile, FileResult, discover, is_remote
-from .summary import SKIP_UNCHANGED
+from .summary import SKIP_FAILED, SKIP_UNCHANGED
 
 
 @dataclass
@@ -39,10 +39,6 @@ class Plan:
     def skipped_counts(self) -> dict[str, int]:
         """How many files were skipped for each reason."""
         return dict(Counter(self.reasons.get(f.path, SKIP_UNCHANGED) for f in self.skipped))
-
-
-#: Why a file was skipped, as the run reports it.
-SKIP_FAILED = "failed before and unchanged (fix it, or use --force)"
 
 
 def plan(

@@ -50,7 +50,9 @@ ITEMS = _items_schema()
 
 RECORDS = pa_.schema(
     [
-        pa_.field("object_id", pa_.string(), nullable=False),
+        # The service id as in items (int64), so the two join and compare without a cast;
+        # the push response and search-engine exports give it as numeric text.
+        pa_.field("object_id", pa_.int64(), nullable=False),
         pa_.field("client_item_id", pa_.string(), nullable=False),
         pa_.field("product_name", pa_.string()),
         pa_.field("description", pa_.string()),
@@ -222,6 +224,12 @@ STATS_COLUMNS: dict[str, list[str]] = {
 #: adds them to an existing table instead of refusing it.
 ADDED_COLUMNS: dict[str, list[str]] = {
     "raw": ["source", "flow_run_id", "idempotency_key", "strict"],
+}
+#: Columns whose type changed after a release, with the type earlier lakes hold:
+#: ``Lake.ensure`` rewrites such a table once, cast to today's schema (records
+#: are derived data, so nothing else about them changes).
+RETYPED_COLUMNS: dict[str, dict[str, pa_.DataType]] = {
+    "records": {"object_id": pa_.string()},
 }
 
 #: Columns whose values are (nearly) all distinct: ids, names, free text,

@@ -6,7 +6,9 @@ in the README's data contract.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 
 #: Environment variable that names the lake when none is given.
 LAKE_ENV = "CATALOG_LAKE_URI"
@@ -46,3 +48,28 @@ SYNONYMS_ENV = "CATALOG_LAKE_SYNONYMS"
 def default_lake_uri() -> str:
     """Resolve the lake from the environment, falling back to ``./lake``."""
     return os.environ.get(LAKE_ENV) or DEFAULT_LAKE
+
+
+def resolved_lake_uri(uri: str | Path) -> str:
+    """One spelling per lake: an absolute folder path, or the object-store URI as given.
+
+    ``lake``, ``./lake`` and ``/home/me/lake`` are one lake; whatever names a lake by
+    text (the flows' concurrency limit) uses this, so they are one name too.
+    """
+    text = str(uri).strip()
+    if "://" in text and not text.startswith("file://"):
+        return text.rstrip("/")
+    return Path(text.removeprefix("file://")).expanduser().resolve().as_posix()
+
+
+def lake_limit_name(uri: str | Path) -> str:
+    """The Prefect global concurrency limit that flows writing this lake hold.
+
+    ``catalog-lake:<last part of the lake's path>-<12 hex digits of the SHA-256 of its
+    resolved URI>``: Prefect refuses ``/`` in a limit's name, so the path itself cannot
+    be the name, and the digest keeps two lakes named ``lake`` apart.
+    """
+    resolved = resolved_lake_uri(uri)
+    tail = resolved.rstrip("/").rsplit("/", 1)[-1] or "root"
+    digest = hashlib.sha256(resolved.encode()).hexdigest()[:12]
+    return f"catalog-lake:{tail}-{digest}"

@@ -17,7 +17,7 @@ import hashlib
 import io
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +126,7 @@ class FileResult:
 #: Why a file of the source was passed over, as the run reports it.
 SKIP_FOLDER = "a folder, not a file"
 SKIP_SPECIAL = "not a regular file (a FIFO, socket or device)"
+SKIP_NOT_FEED = "not a feed file (.json, .jsonl, .ndjson, or .gz of one)"
 
 
 def discover(
@@ -142,7 +143,8 @@ def discover(
     (``s3://bucket/feeds``) is listed as a folder is (``_discover_remote``).
     """
     if is_remote(source):
-        return _discover_remote(str(source), pattern, storage_options), [], {}
+        found, passed_over = _discover_remote(str(source), pattern, storage_options)
+        return found, [], passed_over
     root = Path(source).expanduser().resolve()
     if root.is_file():
         candidates, root = [root], root.parent
@@ -154,13 +156,17 @@ def discover(
         raise CatalogLakeError(f"source {str(source)!r} is not a file or folder")
     found, refused, passed_over = [], [], {}
     for candidate in candidates:
-        if not _is_feed(candidate.name):
-            continue
         relative = (
             candidate.relative_to(root).as_posix()
             if candidate.is_relative_to(root)
             else str(candidate)
         )
+        if not _is_feed(candidate.name):
+            # A folder the pattern walks through is no file to report; anything else
+            # (data.csv, feed.json.bak) is counted among the skipped, with its reason.
+            if not candidate.is_dir():
+                passed_over[relative] = SKIP_NOT_FEED
+            continue
         real = candidate.resolve()
         if not real.is_relative_to(root):
             outside = FeedFile(str(root), relative, "", 0)
@@ -177,7 +183,7 @@ def discover(
 
 def _discover_remote(
     uri: str, pattern: str, storage_options: dict[str, str] | None
-) -> list[FeedFile]:
+) -> tuple[list[FeedFile], dict[str, str]]:
     """Feed files under an object-store prefix, tracked by path and checksum as local ones are."""
     import fnmatch
 
@@ -189,21 +195,24 @@ def _discover_remote(
     except (OSError, pa.ArrowException) as exc:
         raise CatalogLakeError(f"cannot list the feed source {uri}: {exc}") from None
     wanted = pattern.removeprefix("**/")
-    found = []
+    found, passed_over = [], {}
     for info in sorted(listed, key=lambda i: i.path):
         relative = info.path.removeprefix(root).lstrip("/")
-        if info.type != pafs.FileType.File or not _is_feed(info.base_name):
+        if info.type != pafs.FileType.File:
             continue
         if pattern not in ("**/*", "*", "**") and not (
             fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative, wanted)
         ):
+            continue
+        if not _is_feed(info.base_name):
+            passed_over[relative] = SKIP_NOT_FEED
             continue
         with store.open_input_stream(info.path) as handle:
             checksum = hashlib.file_digest(handle, "sha256").hexdigest()  # type: ignore[arg-type]
         found.append(
             FeedFile(uri.rstrip("/"), relative, checksum, info.size or 0, 0, storage_options)
         )
-    return found
+    return found, passed_over
 
 
 def _sha256(path: Path) -> str:
@@ -371,19 +380,29 @@ def collector_paused(*, collect: bool = False) -> Iterator[None]:
                 gc.collect(0)
 
 
-def file_pushes(feed: FeedFile, batch_size: int, strict: bool = False) -> list[PushRequest]:
+def file_pushes(
+    feed: FeedFile,
+    batch_size: int,
+    strict: bool = False,
+    parsed_so_far: Callable[[int, int], None] | None = None,
+) -> list[PushRequest]:
     """A file's batches, parsed, as pushes; PushError or OSError if the file is unusable.
 
     Every batch is parsed before any is pushed, so a file whose batch 7 is
     broken stores nothing rather than its first six batches.
+    ``parsed_so_far(items parsed, items in the file)`` is told after each batch.
     """
     requests = []
     with collector_paused():
         items, notes = read_feed(feed)
         repeats = "repeated" in notes
+        done = 0
         for number, batch in enumerate(batches(items, batch_size)):
             # The key makes a retried file skip the batches that already landed.
             key = feed.batch_key(batch_size, number)
             parsed = parse_push({"items": batch}, decoded=True, repeats=repeats)
             requests.append(PushRequest(parsed, feed.path, key, strict))
+            done += len(batch)
+            if parsed_so_far is not None:
+                parsed_so_far(done, len(items))
     return requests

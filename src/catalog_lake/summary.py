@@ -84,6 +84,19 @@ def warned_count(response: dict[str, Any]) -> int:
 
 #: Why a file is skipped when nothing else is said: the lake holds it, unchanged.
 SKIP_UNCHANGED = "ingested before and unchanged"
+#: Why a file that failed to parse is skipped: it would only fail again.
+SKIP_FAILED = "failed before and unchanged (fix it, or use --force)"
+
+
+def run_failed(summary: dict[str, Any]) -> bool:
+    """Whether an ingest run ends failed: a file failed now, or still fails unchanged.
+
+    A file that failed before and was skipped unchanged is still broken, so a
+    scheduled run over it fails too (exit 1, a ``Failed`` flow run) until the
+    file is fixed, replaced or removed: a schedule stays red while a feed is broken.
+    """
+    files = summary["files"]
+    return bool(files["failed"] or files.get("still_failing"))
 
 
 def run_summary(
@@ -168,6 +181,9 @@ def run_summary(
                     for r in results
                     if r.status != "ingested"
                 ],
+                "still_failing": [
+                    f.path for f in skipped if skipped_reasons.get(f.path) == SKIP_FAILED
+                ],
             },
             "batches": [{"file": path, **response} for path, response in responses],
             "duration_s": round(duration_s, 3),
@@ -221,6 +237,13 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             "|---|---:|",
         ]
         lines += [f"| `{c['code']}` | {c['count']} |" for c in summary["top_warning_codes"]]
+    if files.get("still_failing"):
+        lines += [
+            "",
+            f"{len(files['still_failing']):,} file(s) still failing, unchanged since they "
+            "failed (fix, replace or remove them, or use --force): "
+            + ", ".join(f"`{path}`" for path in files["still_failing"]),
+        ]
     if files["failed"]:
         lines += ["", "## Files that failed", "", "| file | status | error |", "|---|---|---|"]
         lines += [

@@ -16,12 +16,14 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from .errors import one_line
+
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
 def say_error(message: str) -> None:
     """One plain line on stderr: no wrapping, no markup, easy to grep."""
-    print(f"catalog-lake: error: {message}", file=sys.stderr)
+    print(f"catalog-lake: error: {one_line(message)}", file=sys.stderr)
 
 
 def print_json(data: Any) -> None:
@@ -108,9 +110,10 @@ def done(warning: dict[str, Any]) -> str:
 class IngestProgress:
     """Progress for ingest: a rich bar on a terminal, plain lines otherwise.
 
-    The bar measures the feed bytes read and checked, so it moves with every
-    file (not once per 20,000-item commit) and can show an ETA; the item count
-    and rate cover items written, not those an interrupted run had stored.
+    The bar measures feed bytes: half of a file's as its batches are parsed,
+    half as they are written, so it moves once per batch at least (not once
+    per 20,000-item commit) and can show an ETA; the item count and rate cover
+    items written, not those an interrupted run had stored.
     """
 
     def __enter__(self):
@@ -138,7 +141,8 @@ class IngestProgress:
             self.bar.start()
         self.task = None
         self.items = 0
-        self.counted: set[str] = set()
+        #: Bytes of each file the bar has been advanced by (``_advance``).
+        self.shown: dict[str, float] = {}
         self.started = time.perf_counter()
         return self
 
@@ -164,11 +168,29 @@ class IngestProgress:
                 f"{info['files']:,} files", total=info.get("bytes") or None, items="0", rate="0"
             )
         elif self.task is not None:
-            advance = 0
-            if event in ("read", "file") and info["file"] not in self.counted:
-                self.counted.add(info["file"])
-                advance = info.get("bytes", 0)
-            self.bar.update(self.task, advance=advance, items=f"{self.items:,}", rate=rate)
+            self.bar.update(
+                self.task, advance=self._advance(event, info), items=f"{self.items:,}", rate=rate
+            )
+
+    def _advance(self, event: str, info: dict[str, Any]) -> float:
+        """Bytes of the bar a file's event earns: half as its batches are parsed, half as written.
+
+        So a file of one 20,000-item group moves the bar once per batch while it
+        is parsed, not once when its single commit lands.
+        """
+        size = info.get("bytes") or 0
+        shown = self.shown.get(info.get("file"), 0.0)
+        if event == "parsed":
+            target = size * 0.5 * info["items"] / max(info["total"], 1)
+        elif event == "batch":
+            target = shown + size * 0.5 / max(info.get("batches") or 1, 1)
+        elif event == "file":
+            target = size
+        else:
+            return 0.0
+        target = min(max(target, shown), size)
+        self.shown[info["file"]] = target
+        return target - shown
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
