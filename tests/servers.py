@@ -90,13 +90,18 @@ def seaweed(folder: Path, timeout: float = 60.0) -> Iterator[str]:
         _wait_until_up(endpoint, process, timeout)
         yield endpoint
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            process.kill()  # weed drains its gRPC streams slowly; its data is scratch
-            process.wait()
+        _stop(process, grace=3)  # weed drains its gRPC streams slowly; its data is scratch
         log.close()
+
+
+def _stop(process: subprocess.Popen, grace: float) -> None:
+    """Ask a server to stop, and kill it after ``grace`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _wait_until_up(endpoint: str, process: subprocess.Popen, timeout: float) -> None:
@@ -184,12 +189,7 @@ def prefect_server(home: Path, timeout: float = 180.0) -> Iterator[dict[str, str
                 time.sleep(0.5)
         yield env
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process, grace=20)
         log.close()
 
 
