@@ -20,7 +20,9 @@ from typing import Any
 
 #: (module, attribute path, stage). A stage of None is named by the table written.
 STAGES = (
+    # A file is read and split whole, then parsed a batch at a time (issue 26).
     ("catalog_lake.feeds", "_GroupWriter.read", "read_parse"),
+    ("catalog_lake.sources", "parse_push", "read_parse"),
     ("catalog_lake.push", "validate", "validate"),
     ("catalog_lake.push", "typed_items", "typed_items"),
     ("catalog_lake.keys", "Keys.assign", "ids"),

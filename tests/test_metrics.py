@@ -24,7 +24,9 @@ def test_metrics_update_items_and_records(pushed, tmp_path):
         "file": str(path),
         "rows": 2,
         "updated": 2,
+        "unknown_count": 0,
         "unknown_ids": [],
+        "invalid_count": 0,
         "invalid_rows": [],
     }
     for frame in (pushed.records(), pushed.items()):

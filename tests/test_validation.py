@@ -218,7 +218,8 @@ def test_is_in_stock_rejects_other_values():
     ],
 )
 def test_prices_are_decimal_text_or_json_numbers_kept_exact(value, stored):
-    row = accepted(make_item(pricing_info__mrp=value))
+    # A sale price below every mrp here: one above it is refused when strict (issue 26).
+    row = accepted(make_item(pricing_info__mrp=value, pricing_info__sale_price="0.25"))
     assert row["mrp"] == stored
 
 

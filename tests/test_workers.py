@@ -69,7 +69,10 @@ def _without_request_ids(summary: dict) -> dict:
 
 
 def _table(frame: pd.DataFrame) -> pd.DataFrame:
-    frame = frame.drop(columns=[c for c in ("request_id",) if c in frame.columns])
+    # Times follow the groups (a ticking clock per group): in this process a group is cut at
+    # a batch once it holds group_items items, on workers at a file once it holds its bytes.
+    volatile = ("request_id", "updated_at", "first_seen_at")
+    frame = frame.drop(columns=[c for c in volatile if c in frame.columns])
     return frame.sort_values("client_item_id", ignore_index=True)
 
 

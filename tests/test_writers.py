@@ -38,6 +38,9 @@ def _same_key(lake: str, env: dict[str, str], start: float) -> dict:
     os.environ.update(env)
     catalog = Catalog(lake)
     payload = {"items": [make_item(client_item_id=f"k-{i}") for i in range(5)]}
+    # One item refused and one stored with a warning: every writer writes their rows.
+    payload["items"][0]["attributes"]["return_window"] = "7 days"
+    payload["items"].append(make_item(client_item_id="k-bad", pricing_info__mrp="abc"))
     time.sleep(max(0.0, start - time.time()))
     return catalog.push(payload, idempotency_key="delivery-1")
 
@@ -89,6 +92,14 @@ def test_one_idempotency_key_sent_by_several_writers_at_once_is_stored_once(lake
     assert pushes["idempotency_key"].tolist() == ["delivery-1"]
     assert catalog.items()["object_id"].tolist() == [1, 2, 3, 4, 5]
     assert catalog.interrupted() == []  # the losers' raw rows are answered by the winner
+    # Readers see what the push answered, not the rows the losers left (issue 26, item 13).
+    winner = pushes["request_id"].tolist()
+    assert catalog.rejects()[["request_id", "client_item_id"]].values.tolist() == [
+        [winner[0], "k-bad"]
+    ]
+    assert catalog.warnings()[["request_id", "client_item_id"]].values.tolist() == [
+        [winner[0], "k-0"]
+    ]
     report = check(catalog)
     assert report["ok"], report["violations"]
 
@@ -123,3 +134,35 @@ def test_a_writer_that_stores_records_between_anothers_items_and_records_adds_no
     catalog = Catalog(lake)
     assert sorted(catalog.records()["client_item_id"]) == ["k-0", "k-1", "k-2"]
     assert check(catalog)["ok"]
+
+
+FRESH_LAKES = 5
+
+
+def _first_writer(lakes: list[str], writer: int, env: dict[str, str], start: float) -> list[str]:
+    """One push into each of several lakes that do not exist yet, together with the others."""
+    os.environ.update(env)
+    counts = []
+    for number, lake in enumerate(lakes):
+        catalog = Catalog(lake)
+        time.sleep(max(0.0, start + 4.0 * number - time.time()))  # every writer at once
+        items = [make_item(client_item_id=f"first-{writer}-{i}") for i in range(3)]
+        counts.append(catalog.push({"items": items})["catalog_push_success_product_count"])
+    return counts
+
+
+def test_first_writers_of_a_new_lake_all_land(lake):
+    """Concurrent table creation is as race-proof as every other commit (issue 26, item 7).
+
+    Before, the writer whose version 0 landed second got ``CommitFailedError:
+    Protocol changed since last commit`` from table creation (1 push in 40 on S3).
+    """
+    lakes = [f"{lake}/fresh-{n}" for n in range(FRESH_LAKES)]
+    start = time.time() + 6.0
+    results = _run(_first_writer, *[(lakes, w, _aws_env(), start) for w in range(WRITERS)])
+    assert results == [["3"] * FRESH_LAKES] * WRITERS
+    for uri in lakes:
+        catalog = Catalog(uri)
+        assert len(catalog.items()) == 3 * WRITERS
+        report = check(catalog, derive=False)
+        assert report["ok"], report["violations"]

@@ -60,6 +60,8 @@ def backfill(
         items that today's rules reject, and a few examples of changes.
     """
     catalog.lake.require()
+    if not dry_run:
+        catalog.lake.ensure()  # a read-only or newer lake is refused before anything is written
     started = time.perf_counter()
     where = _scope_sql(since, until, request_ids)
     pushes = catalog.lake.read(

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import reads, settings, store
 from .errors import CatalogLakeError, PushError
@@ -243,8 +244,14 @@ class Catalog:
             {k for k in pushes["idempotency_key"].to_pylist() if k is not None},
         )
 
-    def repair(self) -> list[dict[str, Any]]:
-        """Finish every interrupted push by replaying it from the raw table.
+    def repair(self, *, metrics: bool = True) -> list[dict[str, Any]]:
+        """Finish every interrupted push by replaying it from the raw table, and metrics runs.
+
+        A metrics run killed between its two commits is finished too: records
+        take the likes and sales their items hold (``metrics.resync_records``),
+        reported as one ``{"repaired": "metrics", ...}`` entry after the pushes.
+        That compares two whole columns of both tables; ``metrics=False`` (an
+        ingest finishing what a killed run left) skips it.
 
         Safe to run any number of times, alone, after a crash, or beside
         other writers: each step of a push is idempotent under replay (see
@@ -274,6 +281,19 @@ class Catalog:
                 strict=bool(strict_of([first.get("strict")])[0]),
             )
             responses.append(store.run(self, [replay])[0])
+        from .metrics import resync_records
+
+        if metrics and self.lake.table("records") is not None:
+            resynced = resync_records(self)
+            if resynced:
+                # A metrics run killed between its items and records commits (issue 26).
+                responses.append(
+                    {
+                        "repaired": "metrics",
+                        "records_resynced": len(resynced),
+                        "examples": resynced[:10],
+                    }
+                )
         return responses
 
     # --- reading ------------------------------------------------------------------
@@ -340,7 +360,7 @@ class Catalog:
         Each error's ``value`` is the value as it was sent (the table keeps it
         as JSON text, since a value can be of any JSON type).
         """
-        return _listed(self.lake.read("rejects"), "errors", "rejected_at")
+        return _listed(self._answered(self.lake.read("rejects")), "errors", "rejected_at")
 
     def warnings(self) -> pd.DataFrame:
         """Every item stored with warnings: request id, index, each value dropped or repaired.
@@ -348,7 +368,23 @@ class Catalog:
         Each warning's ``value`` is the value as it was sent; ``action`` says
         what was done (``dropped``, or ``repaired`` to ``repaired_to``).
         """
-        return _listed(self.lake.read("warnings"), "warnings", "warned_at")
+        return _listed(self._answered(self.lake.read("warnings")), "warnings", "warned_at")
+
+    def _answered(self, rows: pa.Table) -> pa.Table:
+        """The rows of pushes that answered: not those a push left when it lost a race.
+
+        Writers that share an idempotency key all write their rejects and
+        warnings before one of them claims the key; the losers then answer
+        with the winner's response (issue 26: after three concurrent ingests
+        of one folder, ``rejects`` showed 368 refused items where the pushes
+        had refused 172). A push still to be repaired shows once it is.
+        """
+        if rows.num_rows == 0:
+            return rows
+        answered = self.lake.read("pushes", 'SELECT request_id FROM "pushes"')["request_id"]
+        return rows.filter(
+            pc.is_in(rows["request_id"], answered.combine_chunks().cast(pa.string()))
+        )
 
     def pushes(self) -> pd.DataFrame:
         """One row per push with its response counts and timing."""

@@ -27,6 +27,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .flat import NESTED, HugeInt, field_path
 from .rules import CONTAINERS, KINDS, RULES_BY_SOURCE
 
 KIND = pl.Enum(KINDS)
@@ -46,8 +47,8 @@ class Cells:
     #: Fields outside the spec, as one JSON object per item (null when none).
     extra_fields: pl.Series | None = None
     extra_attributes: pl.Series | None = None
-    #: (item, path, text) of every NaN or Infinity inside a field outside the spec.
-    nonfinite: list[tuple[int, str, str]] = field(default_factory=list)
+    #: (item, column, path, text) of every NaN or Infinity inside a field outside the spec.
+    nonfinite: list[tuple[int, str, str, str]] = field(default_factory=list)
     #: The kinds as numpy codes per field, once asked for (``codes``).
     codes: dict[str, Any] | None = None
 
@@ -100,7 +101,7 @@ def concat(parts: list[Cells]) -> Cells:
         elements[name] = (pl.concat(texts), pl.concat(kinds))
     offsets, nonfinite = 0, []
     for p in parts:
-        nonfinite += [(row + offsets, path, text) for row, path, text in p.nonfinite]
+        nonfinite += [(row + offsets, *rest) for row, *rest in p.nonfinite]
         offsets += len(p)
     return Cells(
         text,
@@ -260,30 +261,57 @@ def _json(value: Any) -> str:
         return str(value)
 
 
+def extra_location(column: str) -> tuple[str, ...]:
+    """Where a field outside the spec sits in ``extra_fields`` or ``extra_attributes``.
+
+    The location is the field's path in the item's JSON, never a joined name
+    another key could spell: ``pricing_info.currency`` (inside ``pricing_info``)
+    is ``("pricing_info", "currency")``, the top-level key ``"pricing_info.currency"``
+    is ``("pricing_info.currency",)``, and ``attributes.warranty`` is
+    ``("warranty",)`` in ``extra_attributes``.
+    """
+    path = field_path(column)
+    if path != column:
+        return (path,)
+    head, dot, rest = column.partition(".")
+    if dot and head in NESTED:
+        return (rest,) if head == "attributes" else (head, rest)
+    return (column,)
+
+
 def _extras(frame: pd.DataFrame, columns: list[str], prefix: str) -> pl.Series | None:
-    """Fields outside SPEC 2.3-2.6 as one JSON object per item, so nothing sent is lost."""
+    """Fields outside SPEC 2.3-2.6 as one JSON object per item, so nothing sent is lost.
+
+    Each field sits at its own path (``extra_location``), the fields in name
+    order: an item's text never depends on which other fields its push held.
+    """
     if not columns:
         return None
+    columns = sorted(columns, key=extra_location)
     sub = frame[columns]
     present = sub.notna() | sub.map(lambda v: v is None)
     has_any = present.any(axis=1).to_numpy()
     out: list[str | None] = [None] * len(frame)
     rows = sub.to_numpy(dtype=object)
     mask = present.to_numpy()
-    names = [c[len(prefix) :] for c in columns]
+    places = [extra_location(c) for c in columns]
     for row in np.flatnonzero(has_any):
-        keep = {names[i]: rows[row, i] for i in np.flatnonzero(mask[row])}
+        keep: dict[str, Any] = {}
+        for i in np.flatnonzero(mask[row]):
+            *outer, key = places[i]
+            target = keep.setdefault(outer[0], {}) if outer else keep
+            target[key] = rows[row, i]
         out[row] = json.dumps(keep, ensure_ascii=False, default=str)
     return pl.Series(out, dtype=pl.String)
 
 
-_MAY_BE_NONFINITE = r"NaN|Infinity|[0-9][eE][+-]?[0-9]{3}"
+_MAY_BE_NONFINITE = r"NaN|Infinity|[0-9][eE][+-]?[0-9]{3}|[0-9]{1000}"  # RE2 repeats at most 1,000
 
 
 def _nonfinite_cells(
     frame: pd.DataFrame, columns: list[str], item_json: list[str] | None
-) -> list[tuple[int, str, str]]:
-    """(item, path, text) of each NaN or Infinity in fields outside the spec, at any depth.
+) -> list[tuple[int, str, str, str]]:
+    """(item, column, path, text) of each NaN or Infinity in fields outside the spec, at any depth.
 
     Known fields refuse them through their rules; unknown ones have none, and
     strict JSON cannot hold such a number, so the item is refused rather than
@@ -301,12 +329,17 @@ def _nonfinite_cells(
     for column in columns:
         values = frame[column].to_numpy(dtype=object)
         for row in rows:
-            found += [(int(row), path, text) for path, text in _nonfinite(values[row], column)]
+            if values[row].__class__ is float and values[row] != values[row]:
+                continue  # absent: pandas fills missing cells with NaN (a sent NaN is marked)
+            found += [
+                (int(row), column, path, text)
+                for path, text in _nonfinite(values[row], field_path(column))
+            ]
     return found
 
 
 def _nonfinite(value: Any, path: str):
-    if getattr(value, "kind", None) == "nonfinite":
+    if getattr(value, "kind", None) == "nonfinite" or isinstance(value, HugeInt):
         yield path, str(value)
     elif isinstance(value, float) and not math.isfinite(value):
         yield path, getattr(value, "text", None) or json.dumps(value)
@@ -326,6 +359,7 @@ __all__ = [
     "LIST_FIELDS",
     "codes",
     "concat",
+    "extra_location",
     "from_frame",
     "text_and_kind",
 ]

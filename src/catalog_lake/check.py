@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import clean
+from .metrics import lagging_counts
 from .push import unfinished
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
@@ -74,8 +75,9 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     pushes = _frame(catalog, "pushes")
     rejects = _frame(catalog, "rejects", 'SELECT request_id, "index" FROM "rejects"')
     warned = _frame(catalog, "warnings", 'SELECT request_id, "index" FROM "warnings"')
-    items = _frame(catalog, "items", 'SELECT client_item_id, object_id FROM "items"')
-    records = _frame(catalog, "records", 'SELECT client_item_id, object_id FROM "records"')
+    counts_sql = 'SELECT client_item_id, object_id, likes, sales FROM "{}"'
+    items = _frame(catalog, "items", counts_sql.format("items"))
+    records = _frame(catalog, "records", counts_sql.format("records"))
 
     done = set(pushes["request_id"])
     requests = raw.drop_duplicates("request_id")
@@ -162,6 +164,13 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
         != both_sides["object_id_records"].astype("int64")
     ]
     violation(2, "record and item disagree on the service id", mismatch["client_item_id"].tolist())
+    lagging = both_sides[lagging_counts(both_sides, "_items", "_records")]
+    violation(
+        2,
+        "record and item disagree on likes or sales (a metrics run was interrupted between "
+        "its two commits); run `catalog-lake repair`",
+        lagging["client_item_id"].tolist(),
+    )
     snapshot = catalog.snapshot_keys()
     if snapshot is not None:
         stored = set(zip(items["client_item_id"], items["object_id"].astype("int64"), strict=True))

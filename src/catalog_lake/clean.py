@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 
 import numpy as np
 import pandas as pd
@@ -164,21 +165,23 @@ def blank_to_null(text: pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(pc.utf8_trim_whitespace(text), ""), _NULL_TEXT, text)
 
 
-# Characters an identifier may not hold: C0 and C1 controls (tab and line
-# breaks included), zero-width and direction marks, line and paragraph
-# separators, word joiners and the BOM. Invisible, so two ids that differ only
-# by them look the same to every person who reads them (issue 16).
-_ID_FORBIDDEN_RE2 = (
-    r"[\x{00}-\x{1f}\x{7f}-\x{9f}\x{200b}-\x{200f}\x{2028}-\x{202e}\x{2060}-\x{2064}\x{feff}]"
-)
-
-_ID_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
+# Characters an identifier may not hold, by Unicode category rather than by a
+# list (issue 26: the soft hyphen passed a list of zero-width marks): controls
+# (Cc: tab and line breaks included), format characters (Cf: soft hyphen,
+# zero-width and direction marks, word joiners, the BOM, tag characters), line
+# and paragraph separators (Zl, Zp) and private-use characters (Co). Invisible
+# or unknowable, so two ids that differ only by them look the same to every
+# person who reads them (issue 16).
+_ID_FORBIDDEN_RE2 = r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}]"
+_ID_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co"})
 
 
 def first_invisible(value: object) -> str:
     """The first character ``identifier_ok`` refuses in ``value``, as U+XXXX (for messages)."""
-    found = _ID_FORBIDDEN.search(str(value))
-    return f"U+{ord(found.group()):04X}" if found else ""
+    for character in str(value):
+        if unicodedata.category(character) in _ID_FORBIDDEN_CATEGORIES:
+            return f"U+{ord(character):04X}"
+    return ""
 
 
 def identifier_ok(text: pa.Array) -> np.ndarray:
@@ -274,6 +277,8 @@ def durations(text: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 # --- dates --------------------------------------------------------------------
 
+#: Fractional seconds past the microsecond: ``:59.9999999`` is read as ``:59.999999``.
+_PAST_MICROSECONDS = r"(:[0-9]{2}[.,][0-9]{6})[0-9]+"
 _LAST_INSTANT = pd.Timestamp("9999-12-31T23:59:59.999999", tz="UTC")
 _LAST_DATE_START = pd.Timestamp("9999-12-31", tz="UTC")
 
@@ -290,6 +295,11 @@ def timestamps(text: pa.Array, *, end_of_day: bool = False) -> pd.Series:
     text = text.cast(pa.string())
     if text.null_count == len(text):  # most feeds leave the discount dates empty
         return pd.Series(pd.NaT, index=pd.RangeIndex(len(text)), dtype="datetime64[us, UTC]")
+    # The lake keeps microseconds. pandas parses a column at the finest resolution any of
+    # its values needs, and 9999-12-31 does not fit nanoseconds: one .NET time with seven
+    # digits of fraction in the push made every far date invalid (issue 26). Digits past
+    # the sixth are cut first, so each value parses the same, whatever its neighbours.
+    text = pc.replace_substring_regex(text, _PAST_MICROSECONDS, r"\1")
     values = pd.Series(text.to_pandas(), dtype=object).str.strip()
     parsed = pd.to_datetime(values, format="ISO8601", utc=True, errors="coerce")
     parsed = pd.Series(parsed).astype("datetime64[us, UTC]")

@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 from . import settings
 from .catalog import Catalog
 from .errors import CatalogLakeError
+from .lake import STORE_ERRORS
 from .terminal import (
     IngestProgress,
     done,
@@ -44,6 +45,10 @@ class _OneLineErrors(TyperGroup):
             return super().invoke(ctx)
         except CatalogLakeError as exc:
             say_error(str(exc))
+            raise typer.Exit(1) from None
+        except STORE_ERRORS as exc:
+            # The last net: a store error no command foresaw is still one line, not a traceback.
+            say_error(f"the lake could not be read or written: {exc}")
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             print("interrupted: run the same command again to resume", file=sys.stderr)

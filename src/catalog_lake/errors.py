@@ -49,6 +49,7 @@ class ErrorCode(StrEnum):
     INVALID_PRICE = "invalid_price"
     INVALID_DATE = "invalid_date"
     INVALID_DISCOUNT_WINDOW = "invalid_discount_window"
+    PRICE_ABOVE_MRP = "price_above_mrp"
     INVALID_URL = "invalid_url"
     INVALID_LIST = "invalid_list"
     INVALID_NUMBER = "invalid_number"
@@ -79,6 +80,15 @@ class PushError(CatalogLakeError):
         self.request_id = request_id
         super().__init__(f"push refused ({reason}): {self.detail}")
 
+    def __reduce__(self):
+        # Crosses process boundaries (a spawned writer, a Dask worker) as itself, not as
+        # a TypeError from unpickling with the one-argument default.
+        return (_push_error, (self.reason, self.detail, self.request_id))
+
+
+def _push_error(reason: str, detail: str, request_id: str | None) -> PushError:
+    return PushError(reason, detail, request_id=request_id)
+
 
 class LakeError(CatalogLakeError):
     """The lake could not be read, or holds something this version cannot use."""
@@ -104,6 +114,9 @@ class IngestError(CatalogLakeError):
         named = "; ".join(failed[:3])
         more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
         super().__init__(f"{len(failed)} feed file(s) failed: {named}{more}")
+
+    def __reduce__(self):
+        return (IngestError, (self.summary,))
 
 
 class FenceMoved(LakeError):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .catalog import Catalog
 from .errors import LakeError, PushError
@@ -24,10 +24,11 @@ from .runs import plan, record_files, record_run
 from .sources import (
     DEFAULT_PATTERN,
     FeedFile,
+    FileBatches,
     FileResult,
     collector_paused,
+    file_batches,
     file_groups,
-    file_pushes,
 )
 from .summary import (
     DRY_RUN_KEY,
@@ -113,13 +114,25 @@ def ingest_files(
                     else:
                         _write_checked(writer, chunk, outcome)
     else:
-        queue = deque(files)
-        while queue:
+        pushes = writer.pushes(deque(files), batch_size)
+        while True:
             # The collector waits until the group is written and its items freed.
             with collector_paused(collect=True):
-                writer.write(writer.read_group(queue, batch_size, group_items))
+                group = writer.read_group(pushes, group_items)
+                if not group:
+                    break
+                writer.write(group)
     writer.checkpoint()
     return writer.results
+
+
+class Entry(NamedTuple):
+    """Pushes of one file in a group: its result, the pushes, whether they end the file."""
+
+    result: FileResult
+    requests: list[PushRequest]
+    last: bool
+    batches: int  # the file's pushes in all
 
 
 class _GroupWriter:
@@ -152,40 +165,65 @@ class _GroupWriter:
         self.results.append(result)
         return result
 
-    def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, list[PushRequest]] | None:
-        """A file's pushes, parsed here; None (and the file reported) if it is unusable."""
-
-        def parsed(done: int, total: int) -> None:
-            self.progress("parsed", file=feed.path, items=done, total=total, bytes=feed.size)
-
+    def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, FileBatches] | None:
+        """A file read and checked whole; None (and the file reported) if it is unusable."""
         try:
-            requests = file_pushes(feed, batch_size, self.strict, parsed)
+            batches = file_batches(feed, batch_size, self.strict)
         except (PushError, OSError) as exc:
             self.invalid(feed, exc)
             return None
         self.progress("read", file=feed.path, bytes=feed.size)
-        return self.ingested(feed), requests
+        return self.ingested(feed), batches
 
-    def read_group(
-        self, queue: deque[FeedFile], batch_size: int, group_items: int
-    ) -> list[tuple[FileResult, list[PushRequest]]]:
-        """The next files of ``queue``, read until they hold ``group_items`` items or run out."""
-        group = []
-        pending = 0
-        while queue and pending < group_items:
+    def read_all(self, feed: FeedFile, batch_size: int) -> Entry | None:
+        """A file's pushes, all parsed, as one entry of a group (the workers' fallback)."""
+        entry = self.read(feed, batch_size)
+        if entry is None:
+            return None
+        result, batches = entry
+        return Entry(result, list(batches.pushes(self._parsed(result.feed))), True, batches.batches)
+
+    def _parsed(self, feed: FeedFile) -> Callable[[int, int], None]:
+        def parsed(done: int, total: int) -> None:
+            self.progress("parsed", file=feed.path, items=done, total=total, bytes=feed.size)
+
+        return parsed
+
+    def pushes(self, queue: deque[FeedFile], batch_size: int) -> Iterator[Entry]:
+        """Every push of the queue's files in order, each parsed when it is asked for."""
+        while queue:
             entry = self.read(queue.popleft(), batch_size)
-            if entry is not None:
+            if entry is None:
+                continue
+            result, batches = entry
+            for number, request in enumerate(batches.pushes(self._parsed(result.feed))):
+                yield Entry(result, [request], number == batches.batches - 1, batches.batches)
+
+    def read_group(self, pushes: Iterator[Entry], group_items: int) -> list[Entry]:
+        """The next pushes, until they hold ``group_items`` items or run out.
+
+        Small files share a group; a large file's batches run over several
+        groups, so memory follows ``group_items``, never the file (issue 26).
+        """
+        group: list[Entry] = []
+        pending = 0
+        for entry in pushes:
+            if group and group[-1].result is entry.result:
+                group[-1] = group[-1]._replace(
+                    requests=group[-1].requests + entry.requests, last=entry.last
+                )
+            else:
                 group.append(entry)
-                pending += sum(len(r.payload.item_json) for r in entry[1])
+            pending += len(entry.requests[0].payload.item_json)
+            if pending >= group_items:
+                break
         return group
 
-    def write(
-        self, group: list[tuple[FileResult, list[PushRequest]]], checked: Checked | None = None
-    ) -> None:
+    def write(self, group: list[Entry], checked: Checked | None = None) -> None:
         """Push a group's requests with one ``push_many``."""
         if not group:
             return
-        requests = [request for _, file_requests in group for request in file_requests]
+        requests = [request for entry in group for request in entry.requests]
         replayed: list[bool] = []
         try:
             responses = self.catalog.push_many(
@@ -204,13 +242,14 @@ class _GroupWriter:
                     f"the lake's disk is full ({self.catalog.lake.uri}): the pushes that "
                     "landed are kept; free some space and run the same command again"
                 ) from None
-            for result, _ in group:
-                result.status, result.error = "error", str(exc)
+            for entry in group:
+                entry.result.status, entry.result.error = "error", str(exc)
         else:
             self.wrote = not self.dry_run
             position = 0
-            for result, file_requests in group:
-                end = position + len(file_requests)
+            for entry in group:
+                result = entry.result
+                end = position + len(entry.requests)
                 for response, again in zip(
                     responses[position:end], replayed[position:end], strict=True
                 ):
@@ -222,27 +261,28 @@ class _GroupWriter:
                     else:
                         self.detail_left, response = 0, brief(response)
                     result.responses.append(response)
-                position += len(file_requests)
+                position = end
         flags = iter(replayed if len(replayed) == len(requests) else [False] * len(requests))
-        for result, file_requests in group:
-            for request, again in zip(file_requests, flags, strict=False):
-                items = len(request.payload.item_json)
+        for entry in group:
+            result = entry.result
+            for request, again in zip(entry.requests, flags, strict=False):
                 self.progress(
                     "batch",
                     file=result.feed.path,
-                    items=items,
+                    items=len(request.payload.item_json),
                     already_stored=again,
                     bytes=result.feed.size,
-                    batches=len(file_requests),
+                    batches=entry.batches,
                 )
-            self.progress(
-                "file",
-                file=result.feed.path,
-                status=result.status,
-                items=result.items,
-                already_stored=result.already_stored,
-                bytes=result.feed.size,
-            )
+            if entry.last:
+                self.progress(
+                    "file",
+                    file=result.feed.path,
+                    status=result.status,
+                    items=result.items,
+                    already_stored=result.already_stored,
+                    bytes=result.feed.size,
+                )
 
     def checkpoint(self) -> None:
         """After a run that wrote anything, checkpoint the tables it wrote (``Lake.checkpoint``).
@@ -270,14 +310,14 @@ def _write_checked(writer: _GroupWriter, chunk: list[FeedFile], outcome: Checked
             writer.invalid(feed, pushes)
             continue
         requests = outcome.requests[position : position + pushes]
-        group.append((writer.ingested(feed), requests))
+        group.append(Entry(writer.ingested(feed), requests, True, len(requests)))
         position += pushes
     writer.write(group, outcome.checked.unpacked() if outcome.checked is not None else None)
 
 
 def _write_in_process(writer: _GroupWriter, chunk: list[FeedFile], batch_size: int) -> None:
     """One group read, checked and written in this process (the workers' fallback)."""
-    entries = [writer.read(feed, batch_size) for feed in chunk]
+    entries = [writer.read_all(feed, batch_size) for feed in chunk]
     writer.write([entry for entry in entries if entry is not None])
 
 
@@ -319,7 +359,7 @@ def ingest(
     if not dry_run:
         catalog.lake.ensure()
         # A push interrupted earlier (a killed run) is finished before new work.
-        repaired = [r["catalog_push_request_id"] for r in catalog.repair()]
+        repaired = [r["catalog_push_request_id"] for r in catalog.repair(metrics=False)]
     if repaired:
         progress("repaired", pushes=len(repaired))
     progress(

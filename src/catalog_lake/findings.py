@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow as arrow
 import pyarrow.compute as pc
 
-from .cells import CODE, KIND, Cells
+from .cells import CODE, KIND, Cells, extra_location
 from .errors import ErrorCode, item_error, item_warning
 from .flat import JsonFloat
 from .parse import ParsedPush
@@ -144,18 +144,26 @@ class Findings:
         )
 
 
-def _without_keys(extras: pl.Series | None, paths: dict[int, list[str]], prefix: str):
-    """Extra fields (one JSON object per item) without those holding the paths given."""
-    if extras is None or not paths:
+def _without_keys(extras: pl.Series | None, columns: dict[int, list[str]], prefix: str):
+    """Extra fields (one JSON object per item) without the flat ``columns`` given, by location.
+
+    Only the columns of this object (``attributes.`` ones for ``extra_attributes``)
+    are taken out; a nested object left empty goes too.
+    """
+    if extras is None or not columns:
         return extras
-    rows = sorted(paths)
+    rows = sorted(columns)
     values = []
     for row, text in zip(rows, extras.gather(rows).to_list(), strict=True):
         kept = json.loads(text) if text is not None else {}  # json reads NaN; it goes here
-        for key in list(kept):
-            name = prefix + key
-            if any(p == name or p.startswith((name + ".", name + "[")) for p in paths[row]):
-                del kept[key]
+        for column in columns[row]:
+            if column.startswith("attributes.") != (prefix == "attributes."):
+                continue
+            *outer, key = extra_location(column)
+            target = kept.get(outer[0], {}) if outer else kept
+            target.pop(key, None)
+            if outer and not target:
+                kept.pop(outer[0], None)
         values.append(json.dumps(kept, ensure_ascii=False) if kept else None)
     return _placed(extras, rows, values)
 

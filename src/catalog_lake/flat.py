@@ -21,6 +21,26 @@ import pandas as pd
 #: Item fields that hold an object whose keys become their own columns.
 NESTED = ("inventory_info", "pricing_info", "attributes")
 
+#: Marks a top-level key's column whose name a nested field could also spell (issue 26).
+_TOP = "\x00"
+
+
+def column_name(key: str) -> str:
+    """The flat column of a top-level key: a field's identity is its path, not a joined name.
+
+    ``pricing_info.mrp`` names the ``mrp`` inside ``pricing_info``; a top-level
+    key spelled ``"pricing_info.mrp"`` is another field, and must neither
+    override the price nor satisfy the required-price rule. So a top-level key
+    holding a dot (or starting with the marker) gets the marker in front: the
+    mapping is one to one, and no marked name starts like a nested one.
+    """
+    return _TOP + key if "." in key or key.startswith(_TOP) else key
+
+
+def field_path(column: str) -> str:
+    """The field a flat column stands for, as the sender spelled it (``column_name`` undone)."""
+    return column[1:] if column.startswith(_TOP) else column
+
 
 class NonFinite:
     """A JSON NaN or Infinity, kept visible so no check mistakes it for absent.
@@ -61,6 +81,37 @@ class Unencodable:
         return self.text
 
     __repr__ = __str__
+
+
+class HugeInt:
+    """A JSON integer of more digits than Python converts to a number (4,300), as its text.
+
+    ``int()`` refuses such text (a guard against quadratic conversion), and the
+    decoder used to raise a bare ``ValueError`` for the whole push (issue 26).
+    The value keeps its digits: a count or price rule refuses it by its text,
+    an unknown field holding one is dropped with a warning, and the raw table
+    writes it back exactly.
+    """
+
+    __slots__ = ("text",)
+    kind = "int"  # its JSON kind, for ``cells``
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+#: The most digits ``int()`` converts (CPython's default ``sys.get_int_max_str_digits()``).
+INT_DIGITS = 4_300
+
+
+def json_int(text: str) -> int | HugeInt:
+    """A JSON integer's value, or a ``HugeInt`` past what ``int()`` converts."""
+    return int(text) if len(text.lstrip("-")) <= INT_DIGITS else HugeInt(text)
 
 
 def has_surrogate(value: Any) -> bool:
@@ -132,7 +183,7 @@ def flatten(
                 for sub, sub_value in value.items():
                     row[prefix + sub] = _mark(sub_value)
             else:
-                row[key] = _mark(value)
+                row[column_name(key)] = _mark(value)
         rows.append(row)
     for index in unencodable:
         rows[index] = {
@@ -147,6 +198,8 @@ def _flatten_columns(items: list[dict[str, Any]]) -> pd.DataFrame:
     """``flatten`` for items with nothing to mark, built by pandas from the dicts."""
     frame = pd.DataFrame(items, dtype=object)
     frame.index = pd.RangeIndex(len(items))
+    if any(column_name(c) != c for c in frame.columns):
+        frame.columns = [column_name(c) for c in frame.columns]
     for name in NESTED:
         if name not in frame.columns:
             continue
@@ -156,8 +209,6 @@ def _flatten_columns(items: list[dict[str, Any]]) -> pd.DataFrame:
             sub = pd.DataFrame(list(values[nested]), dtype=object)
             sub.index = frame.index[nested]
             sub.columns = [f"{name}.{key}" for key in sub.columns]
-            if frame.columns.intersection(sub.columns).size:
-                return flatten(items, nonfinite=True)  # "a.b" sent both ways: the slow path
             frame = frame.join(sub) if len(sub.columns) else frame
         if (~nested & ~pd.isna(values)).any():
             # A container that is not an object stays, for the invalid_type check.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -190,26 +191,50 @@ class Lake:
         if self._ensured and not again:
             return
         if is_local(self.uri):
-            Path(self.uri.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+            folder = Path(self.uri.removeprefix("file://"))
+            folder.mkdir(parents=True, exist_ok=True)
+            _require_writable(folder)
+        tables = {name: self.table(name) for name in TABLES}
+        for name, existing in tables.items():  # every table checked before any is changed
+            if existing is not None:
+                _require_not_newer(name, existing, TABLES[name], self.uri)
         for name, schema in TABLES.items():
-            existing = self.table(name)
+            existing = tables[name]
             if existing is not None:
                 self._add_new_columns(name, existing, schema)
                 self._retype(name, existing, schema)
                 _require_compatible(name, existing, schema, self.uri)
                 continue
             if existing is None:
-                DeltaTable.create(
-                    self.path(name),
-                    schema,
-                    mode="ignore",
-                    partition_by=PARTITIONS.get(name),
-                    storage_options=self.storage_options,
-                    name=name,
-                    description=_description(name),
-                    configuration=_configuration(name),
-                )
+                self._create(name, schema)
         self._ensured = True
+
+    def _create(self, name: str, schema: pa.Schema) -> None:
+        """Create one table, as race-proof as every other commit (issue 26).
+
+        Two first writers of a new lake both find no table; the one whose
+        version 0 lands second gets ``CommitFailedError`` ("Protocol changed
+        since last commit", 1 push in 40 into fresh S3 lakes). It then finds
+        the winner's table and goes on (``races``), as a fenced writer does.
+        """
+        for attempt in races(CommitFailedError):
+            with attempt:
+                if self.table(name) is not None:
+                    return
+                try:
+                    DeltaTable.create(
+                        self.path(name),
+                        schema,
+                        mode="ignore",
+                        partition_by=PARTITIONS.get(name),
+                        storage_options=self.storage_options,
+                        name=name,
+                        description=_description(name),
+                        configuration=_configuration(name),
+                    )
+                except CommitFailedError:
+                    self._tables.pop(name, None)
+                    raise
 
     def unsure(self) -> None:
         """Forget that ``ensure`` ran: a write failed, and the next one checks the tables."""
@@ -617,6 +642,67 @@ def _writer_properties(name: str) -> WriterProperties:
 def _configuration(name: str) -> dict[str, str] | None:
     columns = STATS_COLUMNS.get(name)
     return {"delta.dataSkippingStatsColumns": ",".join(columns)} if columns else None
+
+
+def _require_writable(folder: Path) -> None:
+    """Refuse, before any write, a lake folder this process cannot write (issue 26).
+
+    A read-only lake (a read-only mount, a snapshot, another user's folder)
+    otherwise failed mid-run, with a panic line from the store's runtime
+    before the error, and an ingest told the user it had stored its pushes.
+    ``access`` answers for a read-only file system even to root.
+    """
+    writable = os.W_OK | os.X_OK
+    denied = (
+        [str(folder)]
+        if not os.access(folder, writable)
+        else [str(p) for p in folder.iterdir() if p.is_dir() and not os.access(p, writable)]
+    )
+    if denied:
+        shown = ", ".join(denied[:3]) + (f" and {len(denied) - 3} more" if len(denied) > 3 else "")
+        raise LakeError(
+            f"the lake at {folder} is read-only here ({shown} cannot be written); nothing was "
+            "written. Reads (records, check, history) work; to write, make the folder writable "
+            "or point --lake at another lake"
+        )
+
+
+def _require_not_newer(name: str, table: DeltaTable, schema: pa.Schema, uri: str) -> None:
+    """Refuse a table that a newer version wrote (a column this one does not know, or retyped).
+
+    Checked for every table before anything is written (issue 26): a push into
+    such a lake used to store its ``raw`` rows, then fail on ``items``, and
+    send the user to ``repair``, which failed the same way.
+    """
+    stored = pa.schema(table.schema().to_arrow())
+    unknown = [c for c in stored.names if c not in schema.names]
+    retyped = [
+        c
+        for c in stored.names
+        if c in schema.names
+        and c not in RETYPED_COLUMNS.get(name, {})
+        and not _same_type(stored.field(c).type, schema.field(c).type)
+    ]
+    if unknown or retyped:
+        what = "; ".join(
+            part
+            for part in (
+                f"columns this version does not know: {', '.join(unknown)}" if unknown else "",
+                f"columns of another type: {', '.join(retyped)}" if retyped else "",
+            )
+            if part
+        )
+        raise LakeError(
+            f"table {name!r} in {uri} was written by a newer catalog-lake ({what}); nothing was "
+            f"written. Upgrade this installation (pip install -U catalog-lake; this is "
+            f"{_version()}) or point --lake at another lake"
+        )
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: str) -> None:

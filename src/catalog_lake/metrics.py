@@ -14,7 +14,8 @@ import pandera.pandas as pa
 import pyarrow as pa_
 
 from . import reads, settings
-from .errors import CatalogLakeError
+from .errors import CatalogLakeError, LakeError
+from .lake import STORE_ERRORS, first_line
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
     from .catalog import Catalog
@@ -58,19 +59,30 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     bad: dict[int, list[str]] = {}
     for column in ("likes", "sales"):
         if column in frame.columns:
-            given = frame[column].notna()
-            numbers = pd.to_numeric(frame[column], errors="coerce")
+            # A blank cell is no value, as an empty one is: nothing to update.
+            blank = frame[column].astype(object).map(lambda v: isinstance(v, str) and not v.strip())
+            given = frame[column].notna() & ~blank
+            numbers = pd.to_numeric(frame[column].where(given), errors="coerce")
             whole = numbers.notna() & (numbers == numbers.round())
+            too_big = whole & (numbers.abs() > settings.MAX_COUNT)
             for index in frame.index[given & ~whole]:
-                value = frame.at[index, column]
-                value = value.item() if hasattr(value, "item") else value  # numpy scalar
+                value = _plain(frame.at[index, column])
                 bad.setdefault(int(index), []).append(f"{column}: not a whole number ({value!r})")
-            frame[column] = numbers.where(given & whole, None)
+            for index in frame.index[too_big]:
+                value = _plain(frame.at[index, column])
+                bad.setdefault(int(index), []).append(
+                    f"{column}: {value!r} is more than {settings.MAX_COUNT:,}"
+                )
+            frame[column] = numbers.where(given & whole & ~too_big, None)
     try:
         METRICS_SCHEMA.validate(frame, lazy=True)
     except pa.errors.SchemaErrors as exc:
         for case in exc.failure_cases.dropna(subset=["index"]).itertuples(index=False):
-            check = "is missing" if case.check == "not_nullable" else case.check
+            check = "is missing" if case.check == "not_nullable" else str(case.check)
+            if check.startswith(("coerce_dtype", "dtype")):  # pandera's words for a type
+                check = (
+                    "is not text" if case.column == "client_item_id" else "is not a whole number"
+                )
             shown = "" if pd.isna(case.failure_case) else f" ({case.failure_case!r})"
             bad.setdefault(int(case.index), []).append(f"{case.column}: {check}{shown}")
     frame = METRICS_SCHEMA.validate(frame.drop(index=list(bad)), lazy=False)
@@ -79,10 +91,19 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     return frame, invalid
 
 
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value  # a numpy scalar
+
+
+#: How many unknown ids a report lists; the rest are counted (``unknown_count``).
+UNKNOWN_SHOWN = 100
+
+
 def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
     """Update likes and sales of known items from ``path``; report the rest."""
     catalog.lake.require()
     frame, invalid = load_metrics(path)
+    catalog.lake.ensure()  # a read-only or newer lake is refused before anything is written
     rows = len(frame) + len(invalid)
     frame = frame.drop_duplicates("client_item_id", keep="last")
     keys = frame["client_item_id"].tolist()
@@ -107,15 +128,64 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
             }
             | {c: pa_.array(frame[c], pa_.int64(), from_pandas=True) for c in columns}
         )
-        for table in ("items", "records"):
-            catalog.lake.update_matched(
-                table, source, columns, {"catalog_lake.operation": "metrics"}
-            )
+        for table in ("items", "records"):  # items first: repair finishes records from them
+            try:
+                catalog.lake.update_matched(
+                    table, source, columns, {"catalog_lake.operation": "metrics"}
+                )
+            except STORE_ERRORS as exc:
+                done = "items were updated, records were not: run `catalog-lake repair`; "
+                raise LakeError(
+                    f"cannot write {table!r}: {first_line(exc)}; "
+                    + (done if table == "records" else "nothing was written")
+                ) from None
         updated = len(frame)
+    # A million unknown ids made a 19 MB report (issue 26): the first ones show which.
     return {
         "file": str(path),
         "rows": rows,
         "updated": updated,
-        "unknown_ids": unknown,
-        "invalid_rows": invalid,
+        "unknown_count": len(unknown),
+        "unknown_ids": unknown[:UNKNOWN_SHOWN],
+        "invalid_count": len(invalid),
+        "invalid_rows": invalid[:UNKNOWN_SHOWN],
     }
+
+
+def lagging_counts(joined: pd.DataFrame, left: str, right: str) -> pd.Series:
+    """Rows of an items/records join whose likes or sales differ (nulls equal each other)."""
+    lagging = pd.Series(False, index=joined.index)
+    for column in ("likes", "sales"):
+        a, b = joined[column + left], joined[column + right]
+        lagging |= (a.isna() != b.isna()) | (a.notna() & b.notna() & (a != b))
+    return lagging
+
+
+def resync_records(catalog: Catalog) -> list[str]:
+    """Give records the likes and sales of their items; the ``client_item_id`` changed.
+
+    ``apply_metrics`` commits items, then records: a run killed between the
+    two leaves records behind (issue 26). Items are the source of truth, so
+    ``repair`` finishes the run from them; nothing else writes these columns.
+    """
+    sql = 'SELECT client_item_id, object_id, likes, sales FROM "{}"'
+    items = catalog.lake.read("items", sql.format("items")).to_pandas()
+    records = catalog.lake.read("records", sql.format("records")).to_pandas()
+    joined = items.merge(records, on="client_item_id", suffixes=("", "_records"))
+    lagging = joined[lagging_counts(joined, "", "_records")]
+    if lagging.empty:
+        return []
+    source = pa_.table(
+        {
+            "client_item_id": pa_.array(lagging["client_item_id"], pa_.string()),
+            "id_block": pa_.array(
+                lagging["object_id"].astype("int64") // settings.ID_BLOCK_SIZE, pa_.int64()
+            ),
+            "likes": pa_.array(lagging["likes"], pa_.int64(), from_pandas=True),
+            "sales": pa_.array(lagging["sales"], pa_.int64(), from_pandas=True),
+        }
+    )
+    catalog.lake.update_matched(
+        "records", source, ["likes", "sales"], {"catalog_lake.operation": "metrics repair"}
+    )
+    return lagging["client_item_id"].tolist()

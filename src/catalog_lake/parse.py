@@ -21,11 +21,14 @@ from . import cells, settings
 from .cells import Cells
 from .errors import ErrorCode, PushError, item_error
 from .flat import (
+    INT_DIGITS,
     NESTED,
+    HugeInt,
     JsonFloat,
     Unencodable,
     flatten,
     has_surrogate,
+    json_int,
     may_be_nonfinite,
 )
 
@@ -78,8 +81,10 @@ class ParsedPush:
                 for text in self.item_json
             ]
             digest = hashlib.sha256()
-            for item in items:
-                digest.update(canonical_json(item))
+            for index, item in enumerate(items):
+                # orjson writes a caller's float NaN as null: NaN and None would digest alike.
+                exact = index < len(self.item_json) and may_be_nonfinite(self.item_json[index])
+                digest.update(canonical_json(item, exact=exact))
                 digest.update(b"\n")
             self.content_digest = digest.hexdigest()
         return self.content_digest
@@ -99,8 +104,13 @@ class ParsedPush:
         )
 
 
-def canonical_json(item: Any) -> bytes:
-    """``item`` as JSON with sorted keys, numbers as sent: the same bytes for the same content."""
+def canonical_json(item: Any, *, exact: bool = False) -> bytes:
+    """``item`` as JSON with sorted keys, numbers as sent: the same bytes for the same content.
+
+    ``exact``: the item may hold a NaN or Infinity, which orjson would write as null.
+    """
+    if exact:
+        return _canonical(item).encode("utf-8", "surrogatepass")
     try:
         return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
     except (orjson.JSONEncodeError, TypeError):
@@ -115,7 +125,7 @@ def _canonical(value: Any) -> str:
         return "{" + body + "}"
     if isinstance(value, list):
         return "[" + ",".join(_canonical(v) for v in value) + "]"
-    if isinstance(value, JsonFloat):
+    if isinstance(value, (JsonFloat, HugeInt)):
         return value.text
     return json.dumps(value)
 
@@ -157,7 +167,14 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
             "parse_constant": JsonFloat,
         }
         try:
-            return json.loads(payload, **hooks)
+            try:
+                return json.loads(payload, **hooks)
+            except json.JSONDecodeError:
+                raise
+            except ValueError:
+                # An integer of more than 4,300 digits: decoded again, each such one kept as
+                # its text (``flat.HugeInt``). Only then, so no other payload pays for a hook.
+                return json.loads(payload, parse_int=json_int, **hooks)
         except json.JSONDecodeError as exc:
             raise PushError(
                 "invalid_json",
@@ -254,6 +271,12 @@ def parse_push(payload: Any, *, decoded: bool = False, repeats: bool = True) -> 
         if is_text:
             raise
         foreign = _foreign_value(obj)
+        if foreign is not None and foreign.endswith(" digits"):
+            # Python writes no int past 4,300 digits as text (a guard against slow
+            # conversion), so the item has no raw text to keep: the caller must send text.
+            raise PushError(
+                "invalid_payload", f"{foreign} cannot be written as JSON here; send it as text"
+            ) from None
         if foreign is not None:
             raise PushError(
                 "invalid_payload",
@@ -366,6 +389,9 @@ def _objects(value: Any, path: str = ""):
                 yield from _objects(inner, f"{path}[{position}]")
 
 
+#: An int of more bits than this may have more decimal digits than ``str()`` writes.
+_INT_BITS = int(INT_DIGITS * 3.3219)  # log2(10)
+
 #: Writes a caller's ``Decimal`` as the JSON number it spells (``Decimal("310.00")`` ->
 #: ``310.00``) and dates and date-times as ISO 8601 text, exactly.
 _EXACT_VALUES = msgspec.json.Encoder(decimal_format="number")
@@ -388,9 +414,16 @@ def _foreign_value(value: Any, path: str = "") -> str | None:
             if found:
                 return found
         return None
+    if isinstance(value, int) and value.bit_length() > _INT_BITS:
+        return f"{path}: an integer of more than {INT_DIGITS:,} digits"
     if value is None or isinstance(value, (str, int, float, bool, *_EXACT_TYPES)):
         return None
     return f"{path}: a {type(value).__name__}"
+
+
+def item_text(item: dict[str, Any], index: int) -> str:
+    """A decoded item's exact JSON text (numbers as spelled, repeated keys kept)."""
+    return _dump(item, index, decoded=True, repeats=True)
 
 
 def _dump(item: dict[str, Any], index: int, *, decoded: bool = False, repeats: bool = True) -> str:
@@ -442,7 +475,7 @@ def _dump_pairs(value: Any, *, ascii: bool = False) -> str:
         return "{" + body + "}"
     if isinstance(value, list):
         return "[" + ",".join(_dump_pairs(v, ascii=ascii) for v in value) + "]"
-    if isinstance(value, JsonFloat):
+    if isinstance(value, (JsonFloat, HugeInt)):
         return value.text
     return json.dumps(value, ensure_ascii=ascii)
 

@@ -8,6 +8,7 @@ responses out.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,8 +48,15 @@ class Push:
 
     @cached_property
     def digest(self) -> str:
-        """SHA-256 of the items as received (what an idempotency key is bound to)."""
-        return self.parsed.digest()
+        """SHA-256 of the items as received and how strictly they are judged.
+
+        An idempotency key is bound to both: a strict retry under a key a lenient
+        push used must not return the lenient answer (issue 26).
+        """
+        content = self.parsed.digest()
+        if not self.strict:
+            return content
+        return hashlib.sha256(f"strict:{content}".encode()).hexdigest()
 
     def reparsed(self) -> Push:
         """This push with its cells laid out again from its raw texts (checked elsewhere)."""

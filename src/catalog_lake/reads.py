@@ -77,21 +77,38 @@ def select(
     return conform(result, schema, columns)
 
 
+#: What ``--as-of`` accepts besides a version number: an ISO 8601 date or date-time, in ASCII.
+_AS_OF = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?",
+    re.ASCII,
+)
+
+
 def version_as_of(name: str, table: Any, as_of: int | str) -> int:
-    """The table version in force at ``as_of`` (a version, a date or a date-time)."""
+    """The table version in force at ``as_of`` (a version, a date or a date-time).
+
+    The grammar is an allow-list (ASCII digits, ISO 8601), so ``²``, ``NaT``,
+    ``nan`` or ``-1`` are a usage error, never a year or a traceback.
+    """
     latest = table.version()
     text = str(as_of).strip()
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]{1,18}", text, re.ASCII):
         if int(text) > latest:
             raise LakeError(f"{name} has versions 0 to {latest}; there is no version {text} yet")
         return int(text)
-    try:
-        when = pd.Timestamp(text)
-    except ValueError:
+    when = None
+    if len(text) <= 40 and _AS_OF.fullmatch(text):
+        try:
+            when = pd.Timestamp(text)
+        except (ValueError, OverflowError):
+            when = None
+    if when is None or pd.isna(when):
+        shown = text if len(text) <= 40 else text[:40] + "..."
         raise LakeError(
             f"--as-of takes a version number, a date (2026-11-25) or a date-time "
-            f"(2026-11-25T18:00:00Z); got {text!r}"
-        ) from None
+            f"(2026-11-25T18:00:00Z); got {shown!r}"
+        )
     when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
     commits = sorted(
         (c["version"], pd.Timestamp(c["timestamp"], unit="ms", tz="UTC")) for c in table.history()

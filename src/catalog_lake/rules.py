@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from . import settings
 from .errors import ErrorCode
+from .flat import INT_DIGITS
 
 # SPEC 2.6: the five boolean attributes and the two durations.
 BOOLEAN_ATTRIBUTES = ("available_on_cod", "cancellable", "rateable", "return_pickup", "returnable")
@@ -197,6 +198,14 @@ def shown(value: Any) -> str:
     return text if len(text) <= _MAX_VALUE_CHARS else text[:_MAX_VALUE_CHARS] + "…"
 
 
+def _huge(value: Any) -> str:
+    """How to name an integer too long for any reader to convert (``flat.HugeInt``), or ""."""
+    text = str(value).lstrip("-")
+    if len(text) > INT_DIGITS and text.isascii() and text.isdigit():
+        return f"a number of {len(text):,} digits, more than the {INT_DIGITS:,} a reader converts"
+    return ""
+
+
 def message(code: ErrorCode, field: str, value: Any, detail: str = "") -> str:
     """The message of one refusal; ``detail`` is what the rule found (a bad URL, a length)."""
     rule = RULES_BY_SOURCE.get(field)
@@ -245,8 +254,19 @@ def message(code: ErrorCode, field: str, value: Any, detail: str = "") -> str:
     if code is ErrorCode.TOO_MANY_VALUES:
         return f"{field} holds more than {settings.MAX_LIST_VALUES} values"
     if code is ErrorCode.INVALID_NUMBER:
+        if _huge(value):
+            return f"{field} is {_huge(value)}; send it as text"
         return f"{field} is {value}, which a JSON number cannot be; send a finite number, or text"
     return f"{field} is invalid: {shown(value)}"
+
+
+def above_mrp_message(field: str, value: Any, mrp: Any, *, strict: bool) -> str:
+    """Why a price above ``mrp`` is suspect, and what was done about it."""
+    done = "refused (strict)" if strict else "stored as sent"
+    return (
+        f"{field} {shown(value)} is above pricing_info.mrp {shown(mrp)}, the most the product "
+        f"may sell for; {done}: check the feed for swapped columns"
+    )
 
 
 def warning_message(
@@ -258,6 +278,8 @@ def warning_message(
         return f"{field} {shown(value)} is a placeholder for no value; stored as absent"
     if detail == "empty list":
         return f"{field} is an empty list where an object is expected; taken as no {field}"
+    if detail == "nonfinite" and _huge(value):
+        return f"{field} is {_huge(value)}; the field outside the spec that holds it was dropped"
     if detail == "nonfinite":
         return (
             f"{field} is {value}, which JSON cannot carry; the field outside the spec that "

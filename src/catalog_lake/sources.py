@@ -15,6 +15,8 @@ import gc
 import gzip
 import hashlib
 import io
+import os
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgspec
 import pyarrow as pa
 
 from . import settings
@@ -49,7 +52,7 @@ class FeedFile:
     #: Object-store settings for a remote source; never shown or recorded.
     storage_options: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
-    def batch_key(self, batch_size: int, number: int) -> str:
+    def batch_key(self, batch_size: int, number: int, *, strict: bool = False) -> str:
         """The idempotency key of one batch of this delivery of this file.
 
         Bound to the file's place (source and path), its bytes and its
@@ -57,9 +60,12 @@ class FeedFile:
         and is pushed (issue 16: day 3 re-sending day 1's prices must win over
         day 2's), while a run resumed after a kill finds the batches that
         already landed under the same keys and does not push them again.
+        A strict run's batches have keys of their own: the same file judged
+        strictly is another push, not a retry of the lenient one.
         """
         place = hashlib.sha256(f"{self.source}\0{self.path}".encode()).hexdigest()[:16]
-        return f"file:{place}:{self.checksum}:{self.delivery}:{batch_size}:{number}"
+        key = f"file:{place}:{self.checksum}:{self.delivery}:{batch_size}:{number}"
+        return key + ":strict" if strict else key
 
     @property
     def absolute(self) -> Path:
@@ -126,6 +132,7 @@ class FileResult:
 #: Why a file of the source was passed over, as the run reports it.
 SKIP_FOLDER = "a folder, not a file"
 SKIP_SPECIAL = "not a regular file (a FIFO, socket or device)"
+SKIP_DANGLING = "a symbolic link whose target does not exist"
 SKIP_NOT_FEED = "not a feed file (.json, .jsonl, .ndjson, or .gz of one)"
 
 
@@ -166,6 +173,9 @@ def discover(
             # (data.csv, feed.json.bak) is counted among the skipped, with its reason.
             if not candidate.is_dir():
                 passed_over[relative] = SKIP_NOT_FEED
+            continue
+        if candidate.is_symlink() and not candidate.exists():
+            passed_over[relative] = SKIP_DANGLING
             continue
         real = candidate.resolve()
         if not real.is_relative_to(root):
@@ -302,11 +312,26 @@ def read_push(path: str | Path, stdin: BinaryIO | None = None) -> ParsedPush:
             data = read_bounded(io.BytesIO(data), gzipped=True)
         name = "-.json" if _looks_like_product_object(data) else "-.jsonl"
     else:
-        with Path(path).open("rb") as handle:
+        with open(path, "rb", opener=_regular_file) as handle:
             data = read_bounded(handle, gzipped=str(path).lower().endswith(".gz"))
         name = str(path)
     items, notes = feed_items(data, name)
     return parse_push({"items": items}, decoded=True, repeats="repeated" in notes)
+
+
+def _regular_file(path: str, flags: int) -> int:
+    """``open``'s opener for a feed: a FIFO, socket or device is refused, never waited on.
+
+    The file is opened without blocking and checked on its descriptor, so no
+    other file can take its place between the check and the read.
+    """
+    descriptor = os.open(path, flags | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        kind = "a folder" if os.path.isdir(path) else SKIP_SPECIAL
+        raise PushError("invalid_payload", f"{kind}; push reads regular files (or - for stdin)")
+    os.set_blocking(descriptor, True)
+    return descriptor
 
 
 def _looks_like_product_object(data: bytes) -> bool:
@@ -380,29 +405,149 @@ def collector_paused(*, collect: bool = False) -> Iterator[None]:
                 gc.collect(0)
 
 
+@dataclass
+class FileBatches:
+    """A feed file checked whole, then parsed a batch at a time.
+
+    Memory then follows the group being written, not the file (issue 26: a
+    104 MB JSON Lines file of a million tiny items peaked at 3.45 GB when all
+    its items were decoded and parsed before the first push). The whole file
+    is still checked before any batch is pushed, so a broken file stores
+    nothing. The items are kept as their exact JSON texts (``texts``), or,
+    for a ``.json`` file msgspec cannot split, as the decoded items
+    (``items``, the way every file was read before).
+    """
+
+    feed: FeedFile
+    batch_size: int
+    strict: bool = False
+    texts: list[bytes | msgspec.Raw] | None = None
+    items: list[dict[str, Any]] | None = None
+    #: Whether an object of ``items`` may repeat a key (the decoder noted one).
+    repeats: bool = True
+
+    @property
+    def total(self) -> int:
+        """Items in the file."""
+        return len(self.texts if self.texts is not None else self.items or [])
+
+    @property
+    def batches(self) -> int:
+        """Pushes the file is cut into."""
+        return -(-self.total // self.batch_size)
+
+    def pushes(self, parsed_so_far: Callable[[int, int], None] | None = None):
+        """The file's pushes, each parsed when it is asked for; each batch is freed as it goes."""
+        for number, start in enumerate(range(0, self.total, self.batch_size)):
+            end = min(start + self.batch_size, self.total)
+            # The key makes a retried file skip the batches that already landed.
+            key = self.feed.batch_key(self.batch_size, number, strict=self.strict)
+            with collector_paused():
+                if self.texts is not None:
+                    payload = b'{"items":[' + b",".join(self.texts[start:end]) + b"]}"
+                    self.texts[start:end] = [b""] * (end - start)  # freed; the count stays
+                    parsed = parse_push(payload)
+                else:
+                    assert self.items is not None
+                    batch = self.items[start:end]
+                    self.items[start:end] = [{}] * (end - start)
+                    parsed = parse_push({"items": batch}, decoded=True, repeats=self.repeats)
+            if parsed_so_far is not None:
+                parsed_so_far(end, self.total)
+            yield PushRequest(parsed, self.feed.path, key, self.strict)
+
+
+def file_batches(feed: FeedFile, batch_size: int, strict: bool = False) -> FileBatches:
+    """A file read and checked whole (``FileBatches``); PushError if it is unusable.
+
+    Items are split out by msgspec without building a Python object each
+    (``split_items``). A ``.json`` file it cannot split (NaN, a lone
+    surrogate, a repeated top-level key, or a broken file, which then gets
+    its exact error) is decoded whole, as before.
+    """
+    batch_size = max(1, min(batch_size, settings.MAX_ITEMS_PER_PUSH))
+    with feed.open() as handle:
+        data = read_bounded(handle, gzipped=feed.path.lower().endswith(".gz"))
+    texts = split_items(data, feed.path)
+    if texts is not None:
+        return FileBatches(feed, batch_size, strict, texts=texts)
+    with collector_paused():
+        items, notes = feed_items(data, feed.path, bounded=False)
+    return FileBatches(feed, batch_size, strict, items=items, repeats="repeated" in notes)
+
+
+def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
+    """Each item's exact JSON text, if every item is a well-formed JSON object; else None.
+
+    msgspec checks the whole file and hands back each item's span without
+    decoding it. It is strict JSON, so what our decoder also accepts (NaN,
+    lone surrogates, integers past 4,300 digits) is checked line by line in
+    JSON Lines with our decoder, which keeps the line as its text; a ``.json``
+    file holding one, or needing an exact refusal (a repeated top-level key,
+    which msgspec would resolve silently), returns None.
+
+    Raises:
+        PushError: a JSON Lines file with a line that is not one JSON object.
+    """
+    name = name.lower().removesuffix(".gz")
+    if name.endswith((".jsonl", ".ndjson")):
+        return _split_lines(data)
+    try:
+        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+        if list(top) != ["items"] or data.count(b'"items"') != 1:
+            return None  # another top-level key, or "items" that may be repeated
+        # Raw spans are views of the file's bytes, joined into batches without a copy each.
+        texts = msgspec.json.decode(top["items"], type=list[msgspec.Raw])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not texts or not all(memoryview(text)[:1] == b"{" for text in texts):
+        return None  # empty, or an item that is not an object: refused by the decoding path
+    return texts
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """The lines of a JSON Lines feed that hold an item, each checked to be one JSON object."""
+    lines = [stripped for line in data.splitlines() if (stripped := line.strip())]
+    if not lines:
+        check_items([], bounded=False)  # raises: an empty feed is refused as an empty push
+    try:
+        raws = msgspec.json.decode(b"[" + b",".join(lines) + b"]", type=list[msgspec.Raw])
+        # Each line must be exactly one value: "1, 2" on a line would be two.
+        whole = len(raws) == len(lines) and all(
+            memoryview(raw) == line for raw, line in zip(raws, lines, strict=True)
+        )
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        whole = False
+    if whole and all(line.startswith(b"{") for line in lines):
+        return lines
+    numbered = ((n, line.strip()) for n, line in enumerate(data.splitlines(), start=1))
+    for number, line in numbered:  # the line, or the reason it cannot be an item
+        if not line:
+            continue
+        try:
+            msgspec.json.decode(line)
+            ok = line.startswith(b"{")
+        except msgspec.DecodeError:
+            ok = None
+        if ok is None:
+            try:
+                ok = isinstance(decode_payload(line), dict)  # NaN, lone surrogates, huge numbers
+            except PushError as exc:
+                raise PushError(exc.reason, f"line {number}: {exc.detail}") from None
+        if not ok:
+            raise PushError("invalid_payload", f"line {number}: an item must be a JSON object")
+    return lines
+
+
 def file_pushes(
     feed: FeedFile,
     batch_size: int,
     strict: bool = False,
     parsed_so_far: Callable[[int, int], None] | None = None,
 ) -> list[PushRequest]:
-    """A file's batches, parsed, as pushes; PushError or OSError if the file is unusable.
+    """A file's batches, all parsed, as pushes; PushError or OSError if the file is unusable.
 
-    Every batch is parsed before any is pushed, so a file whose batch 7 is
-    broken stores nothing rather than its first six batches.
-    ``parsed_so_far(items parsed, items in the file)`` is told after each batch.
+    For a Dask worker, which sends a checked group back whole. An ingest in
+    this process parses one group at a time instead (``file_batches``).
     """
-    requests = []
-    with collector_paused():
-        items, notes = read_feed(feed)
-        repeats = "repeated" in notes
-        done = 0
-        for number, batch in enumerate(batches(items, batch_size)):
-            # The key makes a retried file skip the batches that already landed.
-            key = feed.batch_key(batch_size, number)
-            parsed = parse_push({"items": batch}, decoded=True, repeats=repeats)
-            requests.append(PushRequest(parsed, feed.path, key, strict))
-            done += len(batch)
-            if parsed_so_far is not None:
-                parsed_so_far(done, len(items))
-    return requests
+    return list(file_batches(feed, batch_size, strict).pushes(parsed_so_far))

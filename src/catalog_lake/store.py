@@ -436,6 +436,6 @@ def _conflict(key: str, *, after_write: bool = False) -> PushError:
         )
     return PushError(
         "idempotency_conflict",
-        f"idempotency_key {key!r} was already used for a different payload; "
-        "use a new key for new content",
+        f"idempotency_key {key!r} was already used for a different payload (or for the "
+        "same items judged with another strict setting); use a new key for new content",
     )

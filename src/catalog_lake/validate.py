@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 
 from . import clean, settings
 from .cells import ABSENT, CODE, KIND, Cells, codes
-from .errors import ErrorCode, item_error
-from .findings import Findings, as_sent
+from .errors import ErrorCode, item_error, item_warning
+from .findings import Findings, as_sent, cut
 from .parse import ParsedPush
 from .rules import (
     ACCEPTS,
@@ -41,6 +41,7 @@ from .rules import (
     RULES_BY_SOURCE,
     WRONG_KIND,
     Rule,
+    above_mrp_message,
     message,
     shown,
 )
@@ -106,18 +107,19 @@ def validate(
         if container in cells.kind.columns:
             _judge_container(container, cells, parsed, found)
     _judge_window(cleaned, parsed, found)
-    for row, path, text in cells.nonfinite:  # outside the spec: optional by definition
+    _judge_above_mrp(cleaned, parsed, found)
+    for row, column, path, text in cells.nonfinite:  # outside the spec: optional by definition
         if found.strict[row]:
             found.errors.setdefault(row, []).append(
                 item_error(
                     path,
                     ErrorCode.INVALID_NUMBER,
                     message(ErrorCode.INVALID_NUMBER, path, text),
-                    text,
+                    cut(text),
                 )
             )
         else:
-            found.extras.setdefault(row, []).append(path)
+            found.extras.setdefault(row, []).append(column)
             found.warn(row, path, ErrorCode.INVALID_NUMBER, text, "nonfinite")
     errors = found.errors
     add_duplicates(client_ids(cleaned), groups, errors)
@@ -454,6 +456,43 @@ def _judge_window(cleaned: Cells, parsed: ParsedPush, found: Findings) -> None:
     for row in np.flatnonzero(priced).tolist():
         sent = as_sent(_sent(parsed, row, price))
         found.drop(row, price, ErrorCode.INVALID_DISCOUNT_WINDOW, sent, "window dropped")
+
+
+def _judge_above_mrp(cleaned: Cells, parsed: ParsedPush, found: Findings) -> None:
+    """A sale or discounted price above ``mrp``: kept as sent, with a warning (issue 26).
+
+    MRP is the most a product may sell for, so a price above it is almost
+    always a swapped column or a typo. The feed may still mean it, so the
+    item is stored as sent and the user told; a strict push refuses it.
+    """
+    mrp_name = "pricing_info.mrp"
+    if mrp_name not in cleaned.text.columns:
+        return
+    mrp = _amount(cleaned, mrp_name, found)
+    for name in ("pricing_info.sale_price", "pricing_info.discounted_price"):
+        if name not in cleaned.text.columns:
+            continue
+        above = _numpy(pc.fill_null(pc.greater(_amount(cleaned, name, found), mrp), False))
+        for row in np.flatnonzero(above).tolist():
+            sent = as_sent(_sent(parsed, row, name))
+            strict = bool(found.strict[row])
+            text = above_mrp_message(
+                name, sent, as_sent(_sent(parsed, row, mrp_name)), strict=strict
+            )
+            if strict:
+                entry = item_error(name, ErrorCode.PRICE_ABOVE_MRP, text, cut(sent))
+                found.errors.setdefault(row, []).append(entry)
+            else:
+                entry = item_warning(name, ErrorCode.PRICE_ABOVE_MRP, text, cut(sent), "kept")
+                found.warnings.setdefault(row, []).append(entry)
+
+
+def _amount(cleaned: Cells, name: str, found: Findings) -> arrow.Array:
+    """A money field as numbers; null where absent, invalid or dropped."""
+    amount = pc.cast(clean.money(cleaned.text[name].to_arrow().cast(arrow.string())), "float64")
+    dropped = np.zeros(len(cleaned), dtype=bool)
+    dropped[list(found.drops.get(name, ()))] = True
+    return pc.if_else(arrow.array(dropped), arrow.scalar(None, arrow.float64()), amount)
 
 
 def _dated(cleaned: Cells, name: str) -> arrow.Array:
