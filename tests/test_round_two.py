@@ -538,3 +538,24 @@ def test_a_dangling_symlink_is_skipped_as_what_it_is(tmp_path):
     found, refused, passed_over = discover(tmp_path)
     assert [f.path for f in found] == ["ok.json"] and refused == []
     assert passed_over == {"gone.json": SKIP_DANGLING}
+
+
+@pytest.mark.parametrize("depth, stored", [(1_200, 0), (950, 20)], ids=["past msgspec", "near"])
+def test_an_item_nested_too_deeply_fails_its_file_and_the_run_goes_on(
+    catalog, tmp_path, depth, stored
+):
+    """Past msgspec's limit the file is refused whole; just under it (our decoder's limit is
+    lower) the batches before the item are stored, and the file says which batch failed."""
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    lines = [json.dumps(make_item(client_item_id=f"SKU-{n}")) for n in range(30)]
+    lines[25] = lines[25][:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+    (feeds / "a.jsonl").write_text("\n".join(lines))
+    (feeds / "b.json").write_text(json.dumps({"items": [make_item(client_item_id="B")]}))
+    summary = ingest(catalog, feeds, batch_size=10, group_items=10)
+    (failed,) = summary["files"]["failed"]
+    assert failed["path"] == "a.jsonl"
+    assert "nested too deeply" in failed["error"] or "cannot be represented" in failed["error"]
+    assert failed["error"].startswith("batch 3 of 3: ") == bool(stored)
+    assert summary["totals"]["received"] == stored + 1
+    assert "B" in set(catalog.items()["client_item_id"])

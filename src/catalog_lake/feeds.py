@@ -196,8 +196,20 @@ class _GroupWriter:
             if entry is None:
                 continue
             result, batches = entry
-            for number, request in enumerate(batches.pushes(self._parsed(result.feed))):
-                yield Entry(result, [request], number == batches.batches - 1, batches.batches)
+            done = 0
+            try:
+                for request in batches.pushes(self._parsed(result.feed)):
+                    done += 1
+                    yield Entry(result, [request], done == batches.batches, batches.batches)
+            except PushError as exc:
+                # The file was checked whole, so only an item our decoder cannot take and
+                # msgspec could (nesting near the recursion limit) gets here: the batches
+                # before it are stored, the rest of the file is not, and the file says so.
+                result.status = "error"
+                result.error = f"batch {done + 1} of {batches.batches}: {exc}"
+                self.progress("file", file=result.feed.path, status=result.status,
+                              items=result.items, already_stored=result.already_stored,
+                              bytes=result.feed.size)  # fmt: skip
 
     def read_group(self, pushes: Iterator[Entry], group_items: int) -> list[Entry]:
         """The next pushes, until they hold ``group_items`` items or run out.

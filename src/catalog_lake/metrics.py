@@ -60,7 +60,7 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     for column in ("likes", "sales"):
         if column in frame.columns:
             # A blank cell is no value, as an empty one is: nothing to update.
-            blank = frame[column].astype(object).map(lambda v: isinstance(v, str) and not v.strip())
+            blank = frame[column].astype("string").str.strip().eq("").fillna(False).astype(bool)
             given = frame[column].notna() & ~blank
             numbers = pd.to_numeric(frame[column].where(given), errors="coerce")
             whole = numbers.notna() & (numbers == numbers.round())

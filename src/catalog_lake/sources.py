@@ -498,7 +498,7 @@ def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
             return None  # another top-level key, or "items" that may be repeated
         # Raw spans are views of the file's bytes, joined into batches without a copy each.
         texts = msgspec.json.decode(top["items"], type=list[msgspec.Raw])
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     if not texts or not all(memoryview(text)[:1] == b"{" for text in texts):
         return None  # empty, or an item that is not an object: refused by the decoding path
@@ -516,7 +516,7 @@ def _split_lines(data: bytes) -> list[bytes]:
         whole = len(raws) == len(lines) and all(
             memoryview(raw) == line for raw, line in zip(raws, lines, strict=True)
         )
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         whole = False
     if whole and all(line.startswith(b"{") for line in lines):
         return lines
@@ -527,7 +527,7 @@ def _split_lines(data: bytes) -> list[bytes]:
         try:
             msgspec.json.decode(line)
             ok = line.startswith(b"{")
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             ok = None
         if ok is None:
             try:
