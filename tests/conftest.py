@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from catalog_lake import Catalog
+from catalog_lake.cli import app
 from tests.servers import apply_safe_env, aws_env, make_bucket, seaweed
 
 # Before anything can open an object store: no AWS client may leave loopback.
@@ -84,6 +86,19 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    """The CLI in this process, from a fresh folder (its default lake is ``./lake``)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CATALOG_LAKE_URI", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str, stdin: bytes | None = None):
+        return runner.invoke(app, list(args), input=stdin, catch_exceptions=False)
+
+    return invoke
 
 
 @pytest.fixture

@@ -16,11 +16,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
-from typer.testing import CliRunner
 
 from catalog_lake import Catalog, LakeError, PushError, check, settings
 from catalog_lake.backfill import backfill
-from catalog_lake.cli import app
 from catalog_lake.feeds import ingest
 from catalog_lake.maintain import maintain
 from catalog_lake.metrics import apply_metrics, load_metrics
@@ -28,18 +26,6 @@ from catalog_lake.sources import read_push
 from tests.conftest import make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"
-
-
-@pytest.fixture
-def run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("CATALOG_LAKE_URI", raising=False)
-    runner = CliRunner()
-
-    def invoke(*args: str, stdin: bytes | None = None):
-        return runner.invoke(app, list(args), input=stdin, catch_exceptions=False)
-
-    return invoke
 
 
 # --- 2. a lake that does not exist, or a file where the lake should be ----------

@@ -13,10 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from typer.testing import CliRunner
 
 from catalog_lake import Catalog, PushError, check
-from catalog_lake.cli import app
 from catalog_lake.errors import one_line
 from catalog_lake.settings import lake_limit_name, resolved_lake_uri
 from catalog_lake.summary import SKIP_FAILED, run_summary
@@ -25,18 +23,6 @@ from tests.conftest import make_item
 
 ROOT = Path(__file__).parents[1]
 FEEDS = ROOT / "data" / "feeds"
-
-
-@pytest.fixture
-def run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("CATALOG_LAKE_URI", raising=False)
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(app, list(args), catch_exceptions=False)
-
-    return invoke
 
 
 def test_check_on_a_lake_whose_tables_are_empty_is_ok(run, tmp_path):

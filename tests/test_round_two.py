@@ -20,10 +20,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, Field
-from typer.testing import CliRunner
 
 from catalog_lake import Catalog, PushError, check
-from catalog_lake.cli import app
 from catalog_lake.errors import LakeError
 from catalog_lake.feeds import ingest
 from catalog_lake.lake import Lake
@@ -34,18 +32,6 @@ from tests.conftest import make_item
 ROOT = Path(__file__).parents[1]
 FEEDS = ROOT / "data" / "feeds"
 HUGE = "9" * 5_000
-
-
-@pytest.fixture
-def run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("CATALOG_LAKE_URI", raising=False)
-    runner = CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(app, list(args), catch_exceptions=False)
-
-    return invoke
 
 
 def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -540,12 +526,12 @@ def test_a_dangling_symlink_is_skipped_as_what_it_is(tmp_path):
     assert passed_over == {"gone.json": SKIP_DANGLING}
 
 
-@pytest.mark.parametrize("depth, stored", [(1_200, 0), (950, 20)], ids=["past msgspec", "near"])
-def test_an_item_nested_too_deeply_fails_its_file_and_the_run_goes_on(
-    catalog, tmp_path, depth, stored
-):
-    """Past msgspec's limit the file is refused whole; just under it (our decoder's limit is
-    lower) the batches before the item are stored, and the file says which batch failed."""
+@pytest.mark.parametrize("depth", [1_200, 950], ids=["past both decoders", "near their limits"])
+def test_an_item_nested_too_deeply_fails_its_file_and_the_run_goes_on(catalog, tmp_path, depth):
+    """Past msgspec's limit the file is refused whole. Near the limits (both count the
+    caller's stack, so where they fall varies by a few levels), msgspec may pass what our
+    decoder refuses: the batches before the item are then stored, and the file says which
+    batch failed. Either way the run goes on to the next file."""
     feeds = tmp_path / "feeds"
     feeds.mkdir()
     lines = [json.dumps(make_item(client_item_id=f"SKU-{n}")) for n in range(30)]
@@ -556,6 +542,7 @@ def test_an_item_nested_too_deeply_fails_its_file_and_the_run_goes_on(
     (failed,) = summary["files"]["failed"]
     assert failed["path"] == "a.jsonl"
     assert "nested too deeply" in failed["error"] or "cannot be represented" in failed["error"]
-    assert failed["error"].startswith("batch 3 of 3: ") == bool(stored)
-    assert summary["totals"]["received"] == stored + 1
+    stored = summary["totals"]["received"] - 1
+    assert stored in ((0,) if depth > 1_000 else (0, 20))
+    assert failed["error"].startswith("batch 3 of 3: ") == (stored == 20)
     assert "B" in set(catalog.items()["client_item_id"])

@@ -42,17 +42,15 @@ def field_path(column: str) -> str:
     return column[1:] if column.startswith(_TOP) else column
 
 
-class NonFinite:
-    """A JSON NaN or Infinity, kept visible so no check mistakes it for absent.
+class Marker:
+    """A value the flat frame holds as its JSON text, with the JSON kind ``cells`` gives it.
 
-    pandas treats float NaN as "missing", so an item that sent ``NaN`` for a
-    price would otherwise pass as if it sent nothing (SPEC 2.5 wants finite
-    money; stdlib json accepts NaN silently). Not a ``str`` subclass, so a
-    column holding one is never taken for a column of text.
+    Not a ``str`` subclass, so a column holding one is never taken for a
+    column of text.
     """
 
     __slots__ = ("text",)
-    kind = "nonfinite"  # its JSON kind, for ``cells``
+    kind = "str"
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -63,7 +61,19 @@ class NonFinite:
     __repr__ = __str__
 
 
-class Unencodable:
+class NonFinite(Marker):
+    """A JSON NaN or Infinity, kept visible so no check mistakes it for absent.
+
+    pandas treats float NaN as "missing", so an item that sent ``NaN`` for a
+    price would otherwise pass as if it sent nothing (SPEC 2.5 wants finite
+    money; stdlib json accepts NaN silently).
+    """
+
+    __slots__ = ()
+    kind = "nonfinite"
+
+
+class Unencodable(Marker):
     """A value holding lone surrogates, which UTF-8 (and so Arrow) cannot store.
 
     It replaces the value in the flat frame so that no later step, pandas'
@@ -71,19 +81,14 @@ class Unencodable:
     rejected with ``invalid_text`` and the raw table keeps it escaped.
     """
 
-    __slots__ = ("text",)
-    kind = "unencodable"  # its JSON kind, for ``cells``
+    __slots__ = ()
+    kind = "unencodable"
 
     def __init__(self, value: Any) -> None:
-        self.text = json.dumps(value, ensure_ascii=True)
-
-    def __str__(self) -> str:
-        return self.text
-
-    __repr__ = __str__
+        super().__init__(json.dumps(value, ensure_ascii=True))
 
 
-class HugeInt:
+class HugeInt(Marker):
     """A JSON integer of more digits than Python converts to a number (4,300), as its text.
 
     ``int()`` refuses such text (a guard against quadratic conversion), and the
@@ -93,16 +98,8 @@ class HugeInt:
     writes it back exactly.
     """
 
-    __slots__ = ("text",)
-    kind = "int"  # its JSON kind, for ``cells``
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
-
-    __repr__ = __str__
+    __slots__ = ()
+    kind = "int"
 
 
 #: The most digits ``int()`` converts (CPython's default ``sys.get_int_max_str_digits()``).

@@ -82,8 +82,10 @@ class ParsedPush:
             ]
             digest = hashlib.sha256()
             for index, item in enumerate(items):
-                # orjson writes a caller's float NaN as null: NaN and None would digest alike.
-                exact = index < len(self.item_json) and may_be_nonfinite(self.item_json[index])
+                # orjson writes a caller's float NaN or Infinity as null, so NaN and None
+                # would digest alike; the item's text (json.dumps) spells them out.
+                text = self.item_json[index] if index < len(self.item_json) else ""
+                exact = "NaN" in text or "Infinity" in text
                 digest.update(canonical_json(item, exact=exact))
                 digest.update(b"\n")
             self.content_digest = digest.hexdigest()
