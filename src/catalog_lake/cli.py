@@ -503,6 +503,37 @@ def repair(
         print_json(response)
 
 
+@app.command("index-settings")
+def index_settings(
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="algolia, meilisearch, typesense, elasticsearch or opensearch.",
+        ),
+    ],
+    output: Annotated[
+        str, typer.Option("--output", help="A file to write, or - for standard output.")
+    ] = "-",
+) -> None:
+    """Write a search engine's index settings from SPEC 2.1's attribute roles (no lake needed).
+
+    Searched attributes in priority order, displayed ones, filters and facets,
+    custom ranking on sales, likes and inventory, and one result per
+    variant_group_id, in the engine's own settings format.
+    """
+    from .exports import index_settings as settings_of
+
+    try:
+        text = json.dumps(settings_of(engine), indent=2, ensure_ascii=False) + "\n"
+    except CatalogLakeError as exc:
+        raise fail(str(exc), 2) from None
+    if output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(output).write_text(text, encoding="utf-8")
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -1,0 +1,225 @@
+"""How the records leave the lake for a search engine: each engine's index settings.
+
+SPEC 2.1 gives every record attribute a role: searched, displayed, filtered,
+ranked. Each engine spells those roles in its own settings (Algolia's index
+settings, Meilisearch's settings object, a Typesense collection schema and
+search preset, an Elasticsearch or OpenSearch index body and search
+template). ``index_settings`` writes them all from one table, ``ROLES``, so
+the engines agree with each other and with the records' schema: an attribute
+named here that the records table lacks, or types otherwise, fails the tests.
+
+The records' key is ``object_id`` (the service id, as text for every engine);
+a product's variants share ``variant_group_id``, shown once per group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import CatalogLakeError
+from .schemas import RECORDS
+
+
+@dataclass(frozen=True)
+class Roles:
+    """SPEC 2.1's attribute roles, with the choices the spec leaves open."""
+
+    #: Matched against search terms, most important first. SPEC 2.1 names the first
+    #: three; brand and the synonyms the lake derives come after them.
+    searchable: tuple[str, ...] = ("product_name", "description", "categories", "brand", "synonyms")
+    #: Shown in results (SPEC 2.1), and what a result needs to link and explain itself.
+    displayed: tuple[str, ...] = (
+        "object_id", "client_item_id", "product_name", "description", "price", "mrp", "on_sale",
+        "discount_pct", "image", "in_stock", "categories", "brand", "tags",
+    )  # fmt: skip
+    #: Filters: SPEC 2.1's boolean, numeric and list filters, then stock and brand.
+    filters: tuple[str, ...] = ("on_sale", "price", "categories", "in_stock", "brand", "tags")
+    #: Facets users count by (a subset of the filters).
+    facets: tuple[str, ...] = ("categories", "brand", "on_sale", "tags")
+    #: Custom ranking after text relevance: business metrics, then stock (SPEC 2.1).
+    ranking: tuple[str, ...] = ("sales", "likes", "inventory")
+    #: One result per product: its variants share this attribute.
+    distinct: str = "variant_group_id"
+    key: str = "object_id"
+
+
+ROLES = Roles()
+
+#: Engines ``index_settings`` writes for, as ``--format`` names them.
+ENGINES = ("algolia", "meilisearch", "typesense", "elasticsearch", "opensearch")
+
+
+def index_settings(engine: str, roles: Roles = ROLES) -> dict[str, Any]:
+    """The settings ``engine`` takes for an index of records, as its documentation spells them.
+
+    Raises:
+        CatalogLakeError: an engine not in ``ENGINES``.
+    """
+    writers = {
+        "algolia": _algolia,
+        "meilisearch": _meilisearch,
+        "typesense": _typesense,
+        "elasticsearch": _search_index,
+        "opensearch": _search_index,
+    }
+    if engine not in writers:
+        raise CatalogLakeError(f"unknown format {engine!r}; choose one of {', '.join(ENGINES)}")
+    return writers[engine](roles)
+
+
+def _algolia(roles: Roles) -> dict[str, Any]:
+    """Algolia index settings (the body of ``setSettings``)."""
+    numeric = [a for a in roles.filters if _kind(a) == "number"]
+    return {
+        "searchableAttributes": [
+            a if a != "description" else "unordered(description)" for a in roles.searchable
+        ],
+        "attributesToRetrieve": list(roles.displayed),
+        "attributesForFaceting": [
+            a if a in roles.facets else f"filterOnly({a})"
+            for a in roles.filters
+            if _kind(a) != "number"
+        ],
+        "numericAttributesForFiltering": numeric,
+        "customRanking": [f"desc({a})" for a in roles.ranking],
+        "attributeForDistinct": roles.distinct,
+        "distinct": True,
+    }
+
+
+def _meilisearch(roles: Roles) -> dict[str, Any]:
+    """Meilisearch index settings (the body of ``PATCH /indexes/{uid}/settings``)."""
+    return {
+        "searchableAttributes": list(roles.searchable),
+        "displayedAttributes": list(roles.displayed),
+        "filterableAttributes": list(roles.filters),
+        "sortableAttributes": [*[a for a in roles.filters if _kind(a) == "number"], *roles.ranking],
+        "rankingRules": [
+            "words",
+            "typo",
+            "proximity",
+            "attribute",
+            "sort",
+            "exactness",
+            *(f"{a}:desc" for a in roles.ranking),
+        ],  # fmt: skip
+        "distinctAttribute": roles.distinct,
+    }
+
+
+#: Typesense field types of the records' Arrow types.
+_TYPESENSE = {"string": "string", "number": "float", "integer": "int64", "flag": "bool"}
+
+
+def _typesense(roles: Roles) -> dict[str, Any]:
+    """A Typesense collection schema (``POST /collections``) and search preset.
+
+    Typesense picks searched fields, ranking and grouping per query, so those
+    roles go into a preset (``PUT /presets/catalog-lake``) that searches name it.
+    """
+    used = dict.fromkeys([*roles.searchable, *roles.displayed, *roles.filters, *roles.ranking])
+    used[roles.distinct] = None
+    fields = []
+    for name in used:
+        if name == roles.key:
+            continue  # documents carry it as "id"
+        kind = _kind(name)
+        field: dict[str, Any] = {
+            "name": name,
+            "type": "string[]" if kind == "list" else _TYPESENSE[kind],
+            "optional": True,
+        }
+        # Typesense filters any indexed field; it counts facets, and groups only by one.
+        if name in roles.facets or name in roles.filters or name == roles.distinct:
+            field["facet"] = True
+        if (
+            name not in roles.searchable
+            and name not in roles.filters
+            and name not in (roles.ranking + (roles.distinct,))
+        ):
+            field["index"] = False  # displayed only
+        fields.append(field)
+    return {
+        "collection": {"name": "catalog-lake-records", "fields": fields},
+        "preset": {
+            "value": {
+                "query_by": ",".join(roles.searchable),
+                "query_by_weights": ",".join(
+                    str(len(roles.searchable) - i) for i in range(len(roles.searchable))
+                ),
+                "sort_by": ",".join(
+                    ["_text_match:desc", *(f"{a}:desc" for a in roles.ranking[:2])]
+                ),
+                "group_by": roles.distinct,
+                "group_limit": 1,
+                "include_fields": ",".join(a if a != roles.key else "id" for a in roles.displayed),
+            }
+        },
+    }
+
+
+#: Elasticsearch and OpenSearch mapping types of the records' kinds.
+_MAPPING = {"number": "double", "integer": "long", "flag": "boolean"}
+
+
+def _search_index(roles: Roles) -> dict[str, Any]:
+    """An Elasticsearch or OpenSearch index body (``PUT /index``) and search template.
+
+    Both engines rank and collapse per query, so the searched fields with
+    their weights, the business-metric ranking and the collapse on
+    ``variant_group_id`` are a stored mustache template (``PUT
+    _scripts/catalog-lake-search``) that searches run with ``{"query": text}``.
+    """
+    used = dict.fromkeys([*roles.searchable, *roles.displayed, *roles.filters, *roles.ranking])
+    used[roles.distinct] = None
+    properties: dict[str, Any] = {}
+    for name in used:
+        kind = _kind(name)
+        if name in roles.searchable:
+            properties[name] = {"type": "text"}
+            if name in roles.filters or name in roles.facets:
+                properties[name]["fields"] = {"raw": {"type": "keyword"}}
+        elif kind in ("string", "list"):
+            indexed = name in roles.filters or name == roles.distinct or name == roles.key
+            properties[name] = (
+                {"type": "keyword"} if indexed else {"type": "keyword", "index": False}
+            )
+        else:
+            properties[name] = {"type": _MAPPING[kind]}
+    weights = [f"{a}^{len(roles.searchable) - i}" for i, a in enumerate(roles.searchable)]
+    template = {
+        "query": {
+            "function_score": {
+                "query": {"multi_match": {"query": "{{query}}", "fields": weights}},
+                "functions": [
+                    {"field_value_factor": {"field": a, "modifier": "log1p", "missing": 0}}
+                    for a in roles.ranking
+                ],
+                "score_mode": "sum",
+                "boost_mode": "sum",
+            }
+        },
+        "collapse": {"field": roles.distinct},
+        "_source": list(roles.displayed),
+    }
+    return {
+        "index": {"mappings": {"dynamic": False, "properties": properties}},
+        "search_template": {"script": {"lang": "mustache", "source": template}},
+    }
+
+
+def _kind(name: str) -> str:
+    """The SPEC 2.1 kind of a records column: string, number, integer, flag or list."""
+    kind = RECORDS.field(name).type
+    if pa.types.is_list(kind):
+        return "list"
+    if pa.types.is_boolean(kind):
+        return "flag"
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_floating(kind):
+        return "number"
+    return "string"

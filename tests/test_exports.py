@@ -1,0 +1,140 @@
+"""Index settings for search engines, from SPEC 2.1's attribute roles (issue 27, section 3).
+
+No search server can be installed here, so each engine's settings are checked
+against what its documentation requires and against the records' own schema:
+every attribute they name is a records column of the kind the engine is told.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from catalog_lake.exports import ENGINES, ROLES, index_settings
+from catalog_lake.schemas import RECORDS
+
+SPEC_SEARCHED = ["product_name", "description", "categories"]
+SPEC_DISPLAYED = {"product_name", "description", "price", "image"}
+SPEC_FILTERS = {"on_sale", "price", "categories"}
+SPEC_RANKING = ["sales", "likes", "inventory"]
+
+
+def _bare(attribute: str) -> str:
+    """``unordered(description)`` or ``filterOnly(in_stock)`` -> the attribute."""
+    return attribute.split("(")[-1].rstrip(")")
+
+
+def test_the_roles_are_spec_2_1s_in_its_order():
+    assert list(ROLES.searchable[:3]) == SPEC_SEARCHED
+    assert SPEC_DISPLAYED <= set(ROLES.displayed)
+    assert SPEC_FILTERS <= set(ROLES.filters)
+    assert list(ROLES.ranking) == SPEC_RANKING
+    assert ROLES.distinct == "variant_group_id"
+    named = {*ROLES.searchable, *ROLES.displayed, *ROLES.filters, *ROLES.ranking, ROLES.distinct}
+    assert named <= set(RECORDS.names)
+
+
+def test_algolia_settings():
+    settings = index_settings("algolia")
+    assert [_bare(a) for a in settings["searchableAttributes"]] == list(ROLES.searchable)
+    assert settings["customRanking"] == ["desc(sales)", "desc(likes)", "desc(inventory)"]
+    assert (settings["attributeForDistinct"], settings["distinct"]) == ("variant_group_id", True)
+    facets = {_bare(a) for a in settings["attributesForFaceting"]}
+    assert facets | set(settings["numericAttributesForFiltering"]) == set(ROLES.filters)
+    assert settings["numericAttributesForFiltering"] == ["price"]
+    assert set(settings["attributesToRetrieve"]) >= SPEC_DISPLAYED
+
+
+def test_meilisearch_settings():
+    settings = index_settings("meilisearch")
+    assert settings["searchableAttributes"] == list(ROLES.searchable)
+    # Meilisearch's six built-in rules, in its default order, then the business metrics.
+    assert settings["rankingRules"] == [
+        "words", "typo", "proximity", "attribute", "sort", "exactness",
+        "sales:desc", "likes:desc", "inventory:desc",
+    ]  # fmt: skip
+    assert set(SPEC_RANKING) <= set(settings["sortableAttributes"])
+    assert SPEC_FILTERS <= set(settings["filterableAttributes"])
+    assert settings["distinctAttribute"] == "variant_group_id"
+
+
+#: What each Typesense field type holds, as Arrow types.
+TYPESENSE_ARROW = {
+    "string": pa.string(),
+    "string[]": pa.list_(pa.string()),
+    "float": pa.float64(),
+    "int64": pa.int64(),
+    "bool": pa.bool_(),
+}
+
+
+def test_typesense_collection_and_preset():
+    settings = index_settings("typesense")
+    fields = {f["name"]: f for f in settings["collection"]["fields"]}
+    assert "object_id" not in fields  # documents carry the service id as "id"
+    for name, field in fields.items():
+        assert RECORDS.field(name).type == TYPESENSE_ARROW[field["type"]], name
+        assert field["optional"] is True  # records may leave any of them null
+    preset = settings["preset"]["value"]
+    assert preset["query_by"].split(",") == list(ROLES.searchable)
+    weights = [int(w) for w in preset["query_by_weights"].split(",")]
+    assert weights == sorted(weights, reverse=True) and len(set(weights)) == len(weights)
+    assert preset["sort_by"] == "_text_match:desc,sales:desc,likes:desc"  # Typesense takes 3
+    # Typesense groups only by a faceted field.
+    assert (preset["group_by"], fields["variant_group_id"]["facet"]) == ("variant_group_id", True)
+    for name in ROLES.filters:
+        assert fields[name].get("index", True) and fields[name]["facet"], name
+    assert fields["image"]["index"] is False  # displayed only
+
+
+@pytest.mark.parametrize("engine", ["elasticsearch", "opensearch"])
+def test_elasticsearch_and_opensearch_index_and_template(engine):
+    settings = index_settings(engine)
+    properties = settings["index"]["mappings"]["properties"]
+    for name, mapping in properties.items():
+        kind = RECORDS.field(name).type
+        if pa.types.is_boolean(kind):
+            assert mapping["type"] == "boolean"
+        elif pa.types.is_integer(kind):
+            assert mapping["type"] == "long"
+        elif pa.types.is_floating(kind):
+            assert mapping["type"] == "double"
+        else:
+            assert mapping["type"] in ("text", "keyword")
+    for name in ROLES.filters:  # a filter needs an exact, indexed field
+        mapping = properties[name]
+        exact = mapping if mapping["type"] != "text" else mapping["fields"]["raw"]
+        assert exact.get("index", True), name
+    template = settings["search_template"]["script"]
+    assert template["lang"] == "mustache"
+    source = template["source"]
+    assert source["collapse"] == {"field": "variant_group_id"}
+    assert properties["variant_group_id"] == {"type": "keyword"}
+    fields = source["query"]["function_score"]["query"]["multi_match"]["fields"]
+    assert [f.split("^")[0] for f in fields] == list(ROLES.searchable)
+    ranked = [
+        f["field_value_factor"]["field"] for f in source["query"]["function_score"]["functions"]
+    ]
+    assert ranked == SPEC_RANKING
+    assert "{{query}}" in json.dumps(source)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_index_settings_command_writes_each_engines_settings(run, tmp_path, engine):
+    printed = run("index-settings", "--format", engine)
+    assert printed.exit_code == 0
+    assert json.loads(printed.stdout) == index_settings(engine)
+    written = run("index-settings", "--format", engine, "--output", str(tmp_path / "s.json"))
+    assert written.exit_code == 0 and written.stdout == ""
+    assert json.loads((tmp_path / "s.json").read_text()) == index_settings(engine)
+
+
+def test_an_unknown_format_is_a_usage_error(run):
+    result = run("index-settings", "--format", "solr")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "catalog-lake: error: unknown format 'solr'; choose one of algolia, meilisearch, "
+        "typesense, elasticsearch, opensearch\n"
+    )
