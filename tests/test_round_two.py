@@ -282,6 +282,22 @@ def test_a_lake_of_a_newer_layout_is_refused_before_anything_is_written(catalog,
     assert sorted(fresh.items()["client_item_id"]) == ["A"]  # reads still work
 
 
+def test_a_table_a_newer_version_retyped_is_refused_too(catalog):
+    from deltalake import write_deltalake
+
+    from catalog_lake.schemas import TABLES
+
+    ingest(catalog, FEEDS)
+    files = TABLES["files"]
+    retyped = pa.schema([f if f.name != "size" else pa.field("size", pa.string()) for f in files])
+    write_deltalake(
+        catalog.lake.path("files"), retyped.empty_table(), mode="overwrite", schema_mode="overwrite"
+    )
+    with pytest.raises(PushError, match=r"columns of another type: size\); nothing was written"):
+        Catalog(catalog.lake.uri).push({"items": [make_item(client_item_id="NEW")]})
+    assert "NEW" not in set(Catalog(catalog.lake.uri).raw()["client_item_id"])
+
+
 # --- 9. a read-only lake ---------------------------------------------------------------------
 
 
