@@ -83,7 +83,7 @@ def test_a_run_resumed_after_a_kill_counts_stored_batches_as_already_stored(tmp_
     # The disk fills up (or the run dies) after the pushes, before the files table.
     with pytest.raises(
         LakeError,
-        match=r"^the run stored its pushes but could not record the "
+        match=r"^the run's 1 push\(es\) are in the lake, but it could not record the "
         r"files it read: .*; run the same command again once the lake can be written$",
     ):
         ingest(catalog, feeds)

@@ -103,9 +103,9 @@ def test_a_full_disk_while_recording_a_run_is_one_line_and_a_rerun_finishes(
     result = run("ingest", "feeds")
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == (
-        "catalog-lake: error: the run stored its pushes but could not record the files it "
-        "read: [Errno 28] No space left on device; run the same command again once the lake "
-        "can be written"
+        "catalog-lake: error: the run's 1 push(es) are in the lake, but it could not record "
+        "the files it read: [Errno 28] No space left on device; run the same command again "
+        "once the lake can be written"
     )
 
     monkeypatch.setattr(Lake, "append", real_append)  # space freed

@@ -397,7 +397,11 @@ def ingest(
         dry_run,
     )
     if not dry_run:
-        _recorded(lambda: record_files(catalog, plan_, results, flow_run_id), "the files it read")
+        _recorded(
+            lambda: record_files(catalog, plan_, results, flow_run_id),
+            "the files it read",
+            sum(len(r.responses) for r in results),
+        )
     summary = run_summary(
         plan_.run_id,
         results,
@@ -413,6 +417,7 @@ def ingest(
     _recorded(
         lambda: record_run(catalog, "ingest", plan_.run_id, started_at, summary, flow_run_id),
         "its summary",
+        sum(len(r.responses) for r in results),
     )
     return summary
 
@@ -435,18 +440,20 @@ def brief(response: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _recorded(write: Callable[[], None], what: str) -> None:
+def _recorded(write: Callable[[], None], what: str, pushes: int) -> None:
     """Record the end of a run; a failure (a full disk) is one line, and nothing is lost.
 
-    The pushes that landed are in the lake under their batches' keys, so
-    running the same command again, once the lake can be written, skips them
-    (``already_stored``) and records the run.
+    The pushes that landed (``pushes`` answered, stored now or before) are in
+    the lake under their batches' keys, so running the same command again,
+    once the lake can be written, skips them (``already_stored``) and records
+    the run. The message says how many there were, never "stored" of none.
     """
     try:
         write()
     except LAKE_ERRORS as exc:  # a full disk (ENOSPC), a read-only lake, ...
+        done = f"the run's {pushes:,} push(es) are in the lake" if pushes else "nothing was stored"
         raise LakeError(
-            f"the run stored its pushes but could not record {what}: "
+            f"{done}, but it could not record {what}: "
             f"{first_line(exc)}; run the same command again once the lake can be written"
         ) from None
 
