@@ -334,6 +334,24 @@ class Catalog:
         )
         return _pandas(table)
 
+    def export(self, fmt: str, output: Any, as_of: int | str | None = None) -> int:
+        """Write every current record to ``output`` (a text stream) in ``fmt``; the count.
+
+        ``fmt`` is one of ``exports.EXPORT_FORMATS``: plain JSON Lines, or an
+        engine's import format (README, "Search engines"). ``as_of`` exports
+        the records as they were at a version or time.
+        """
+        from .exports import EXPORT_FORMATS, export_lines
+
+        if fmt not in EXPORT_FORMATS:  # before reading the lake
+            raise CatalogLakeError(
+                f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}"
+            )
+        table = reads.select(self.lake, "records", order_by="object_id", as_of=as_of)
+        for text in export_lines(table, fmt):
+            output.write(text)
+        return table.num_rows
+
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""
         rows = []

@@ -503,6 +503,47 @@ def repair(
         print_json(response)
 
 
+@app.command()
+def export(
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="jsonl, algolia, meilisearch, typesense, elasticsearch or opensearch.",
+        ),
+    ],
+    output: Annotated[
+        str, typer.Option("--output", help="A file to write, or - for standard output.")
+    ] = "-",
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
+    ] = None,
+    lake: LakeOption = None,
+    storage_option: StorageOptions = None,
+) -> None:
+    """Write every record in a search engine's import format (README, "Search engines")."""
+    catalog = _catalog(lake, storage_option)
+    try:
+        if output == "-":
+            count = catalog.export(engine, sys.stdout, as_of)
+        else:
+            # Written beside the target and moved into place: a failed export leaves no
+            # half file for a loader to pick up.
+            partial = Path(f"{output}.partial")
+            try:
+                with partial.open("w", encoding="utf-8") as handle:
+                    count = catalog.export(engine, handle, as_of)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+            partial.replace(output)
+    except CatalogLakeError as exc:
+        usage = str(exc).startswith(("unknown format", "--as-of"))
+        raise fail(str(exc), 2 if usage else 1) from None
+    if output != "-":
+        print(f"{count:,} records written to {output}", file=sys.stderr)
+
+
 @app.command("index-settings")
 def index_settings(
     engine: Annotated[

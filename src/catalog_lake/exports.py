@@ -1,4 +1,4 @@
-"""How the records leave the lake for a search engine: each engine's index settings.
+"""How the records leave the lake for a search engine: index settings and documents.
 
 SPEC 2.1 gives every record attribute a role: searched, displayed, filtered,
 ranked. Each engine spells those roles in its own settings (Algolia's index
@@ -8,15 +8,19 @@ template). ``index_settings`` writes them all from one table, ``ROLES``, so
 the engines agree with each other and with the records' schema: an attribute
 named here that the records table lacks, or types otherwise, fails the tests.
 
-The records' key is ``object_id`` (the service id, as text for every engine);
-a product's variants share ``variant_group_id``, shown once per group.
+``export_lines`` writes the records themselves in each engine's import
+format, built as whole columns by Polars (no Python per record). The records'
+key is ``object_id`` (the service id, as text where an engine wants a string
+id); a product's variants share ``variant_group_id``, shown once per group.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 from .errors import CatalogLakeError
@@ -223,3 +227,81 @@ def _kind(name: str) -> str:
     if pa.types.is_floating(kind):
         return "number"
     return "string"
+
+
+#: Formats ``export_lines`` writes: plain JSON Lines, then each engine's import format.
+EXPORT_FORMATS = ("jsonl", *ENGINES)
+#: Requests per Algolia batch body (Algolia's clients send 1,000 at a time).
+ALGOLIA_BATCH = 1_000
+#: Records turned into text at a time, so memory follows this, not the lake.
+EXPORT_CHUNK = 50_000
+
+
+def export_lines(records: pa.Table, fmt: str, *, batch: int = ALGOLIA_BATCH) -> Iterator[str]:
+    """The records as ``fmt``'s import text, one chunk of lines at a time (each ends in a newline).
+
+    - ``jsonl``: ``{"op": "upsert", "object_id": "17", "record": {...}}`` per line.
+    - ``algolia``: one ``batch`` body per line, ``updateObject`` with ``objectID``,
+      ``batch`` requests each.
+    - ``meilisearch``: one document per line (``application/x-ndjson``), primary
+      key ``object_id``.
+    - ``typesense``: one document per line for ``import?action=upsert``, ``id`` as text.
+    - ``elasticsearch``, ``opensearch``: ``_bulk`` NDJSON, an ``index`` action by
+      ``_id`` then the document.
+
+    Raises:
+        CatalogLakeError: a format not in ``EXPORT_FORMATS``.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise CatalogLakeError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    chunk = max(batch, EXPORT_CHUNK - EXPORT_CHUNK % batch)  # Algolia bodies never straddle
+    for start in range(0, records.num_rows, chunk):
+        part = records.slice(start, chunk)
+        frame = pl.from_arrow(
+            part.drop_columns([c for c in ("id_block",) if c in part.column_names])
+        )
+        yield _lines(frame, fmt, batch)  # type: ignore[arg-type]
+
+
+def _lines(frame: pl.DataFrame, fmt: str, batch: int) -> str:
+    ids = pl.col("object_id").cast(pl.String)
+    if fmt == "typesense":
+        frame = frame.with_columns(ids.alias("id")).drop("object_id").select("id", pl.exclude("id"))
+    elif fmt == "algolia":
+        frame = frame.with_columns(ids.alias("objectID"))
+    text = frame.select(
+        pl.struct(pl.all()).struct.json_encode().alias("document"),
+        (ids if fmt != "typesense" else pl.col("id")).alias("key"),
+    )
+    if fmt == "jsonl":
+        lines = text.select(
+            pl.concat_str(
+                [
+                    pl.lit('{"op":"upsert","object_id":"'),
+                    "key",
+                    pl.lit('","record":'),
+                    "document",
+                    pl.lit("}"),
+                ]
+            )  # fmt: skip
+        )
+    elif fmt in ("elasticsearch", "opensearch"):
+        lines = text.select(
+            pl.concat_str([pl.lit('{"index":{"_id":"'), "key", pl.lit('"}}\n'), "document"])
+        )
+    elif fmt == "algolia":
+        requests = text.select(
+            pl.concat_str(
+                [pl.lit('{"action":"updateObject","body":'), "document", pl.lit("}")]
+            ).alias("request"),
+            (pl.int_range(pl.len()) // batch).alias("body"),
+        )
+        lines = (
+            requests.group_by("body", maintain_order=True)
+            .agg(pl.col("request").str.join(","))
+            .select(pl.concat_str([pl.lit('{"requests":['), "request", pl.lit("]}")]))
+        )
+    else:  # meilisearch, typesense: the documents themselves
+        lines = text.select("document")
+    column = lines.to_series()
+    return "" if column.is_empty() else column.str.join("\n").item() + "\n"
