@@ -201,13 +201,15 @@ def test_every_export_format_reads_back_as_the_records(fed, fmt):
 
 
 def test_algolia_bodies_hold_at_most_one_batch_of_requests(fed):
+    import io
+
     from catalog_lake import reads
-    from catalog_lake.exports import export_lines
+    from catalog_lake.exports import write_export
 
     table = reads.select(fed.lake, "records", order_by="object_id")
-    bodies = [
-        json.loads(line) for line in "".join(export_lines(table, "algolia", batch=5)).splitlines()
-    ]
+    out = io.StringIO()
+    write_export(table, "algolia", out, batch=5)
+    bodies = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [len(body["requests"]) for body in bodies] == [5, 5, 4]
 
 

@@ -341,15 +341,14 @@ class Catalog:
         engine's import format (README, "Search engines"). ``as_of`` exports
         the records as they were at a version or time.
         """
-        from .exports import EXPORT_FORMATS, export_lines
+        from .exports import EXPORT_FORMATS, write_export
 
         if fmt not in EXPORT_FORMATS:  # before reading the lake
             raise CatalogLakeError(
                 f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}"
             )
         table = reads.select(self.lake, "records", order_by="object_id", as_of=as_of)
-        for text in export_lines(table, fmt):
-            output.write(text)
+        write_export(table, fmt, output)
         return table.num_rows
 
     def history(self, limit: int = 20) -> pd.DataFrame:

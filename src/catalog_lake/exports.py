@@ -8,7 +8,7 @@ template). ``index_settings`` writes them all from one table, ``ROLES``, so
 the engines agree with each other and with the records' schema: an attribute
 named here that the records table lacks, or types otherwise, fails the tests.
 
-``export_lines`` writes the records themselves in each engine's import
+``write_export`` writes the records themselves in each engine's import
 format, built as whole columns by Polars (no Python per record). The records'
 key is ``object_id`` (the service id, as text where an engine wants a string
 id); a product's variants share ``variant_group_id``, shown once per group.
@@ -16,7 +16,6 @@ id); a product's variants share ``variant_group_id``, shown once per group.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,7 +228,7 @@ def _kind(name: str) -> str:
     return "string"
 
 
-#: Formats ``export_lines`` writes: plain JSON Lines, then each engine's import format.
+#: Formats ``write_export`` writes: plain JSON Lines, then each engine's import format.
 EXPORT_FORMATS = ("jsonl", *ENGINES)
 #: Requests per Algolia batch body (Algolia's clients send 1,000 at a time).
 ALGOLIA_BATCH = 1_000
@@ -237,8 +236,8 @@ ALGOLIA_BATCH = 1_000
 EXPORT_CHUNK = 50_000
 
 
-def export_lines(records: pa.Table, fmt: str, *, batch: int = ALGOLIA_BATCH) -> Iterator[str]:
-    """The records as ``fmt``'s import text, one chunk of lines at a time (each ends in a newline).
+def write_export(records: pa.Table, fmt: str, output: Any, *, batch: int = ALGOLIA_BATCH) -> None:
+    """Write the records to ``output`` (a text or binary stream) as ``fmt``'s import lines.
 
     - ``jsonl``: ``{"op": "upsert", "object_id": "17", "record": {...}}`` per line.
     - ``algolia``: one ``batch`` body per line, ``updateObject`` with ``objectID``,
@@ -260,10 +259,13 @@ def export_lines(records: pa.Table, fmt: str, *, batch: int = ALGOLIA_BATCH) -> 
         frame = pl.from_arrow(
             part.drop_columns([c for c in ("id_block",) if c in part.column_names])
         )
-        yield _lines(frame, fmt, batch)  # type: ignore[arg-type]
+        # Polars writes the column of lines straight to the stream: no Python string per chunk.
+        _lines(frame, fmt, batch).to_frame().write_csv(  # type: ignore[arg-type]
+            output, include_header=False, quote_style="never"
+        )
 
 
-def _lines(frame: pl.DataFrame, fmt: str, batch: int) -> str:
+def _lines(frame: pl.DataFrame, fmt: str, batch: int) -> pl.Series:
     ids = pl.col("object_id").cast(pl.String)
     if fmt == "typesense":
         frame = frame.with_columns(ids.alias("id")).drop("object_id").select("id", pl.exclude("id"))
@@ -303,5 +305,4 @@ def _lines(frame: pl.DataFrame, fmt: str, batch: int) -> str:
         )
     else:  # meilisearch, typesense: the documents themselves
         lines = text.select("document")
-    column = lines.to_series()
-    return "" if column.is_empty() else column.str.join("\n").item() + "\n"
+    return lines.to_series()
