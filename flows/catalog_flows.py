@@ -282,7 +282,7 @@ def ingest(
                 for item in warned[:WARNING_ROWS]
                 for w in item["warnings"]
             ],
-            description=f"Values dropped or repaired (first {WARNING_ROWS} items stored with "
+            description=f"Values dropped, repaired or kept (first {WARNING_ROWS} items stored with "
             "warnings; `catalog-lake warnings` has them all)",
         )
     get_run_logger().info(

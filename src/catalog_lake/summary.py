@@ -231,7 +231,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     if summary.get("top_warning_codes"):
         lines += [
             "",
-            "## Top warning codes (values dropped or repaired; the items were stored)",
+            "## Top warning codes (values dropped, repaired or kept; the items were stored)",
             "",
             "| code | count |",
             "|---|---:|",
