@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 from . import synth
+from .memory import emit
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -74,11 +75,7 @@ def export(
             ),
             "",
         ]
-    text = "\n".join(lines)
-    print(text)
-    if record is not None:
-        with record.open("a") as out:
-            out.write("\n" + text)
+    emit("\n".join(lines), record)
 
 
 if __name__ == "__main__":

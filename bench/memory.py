@@ -109,7 +109,11 @@ def memory(
                 f"{ours['rss_mb'] / base['rss_mb']:.2f}x | {ours['seconds']:.1f} |"
             )
         lines += ["", f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", ""]
-    text = "\n".join(lines)
+    emit("\n".join(lines), record)
+
+
+def emit(text: str, record: Path | None) -> None:
+    """Print a report, and append it to ``record`` (``bench/results.md``) when given."""
     print(text)
     if record is not None:
         with record.open("a") as out:

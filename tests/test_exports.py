@@ -225,3 +225,25 @@ def test_export_command_writes_a_file_whole_or_prints(run, fed):
     refused = run("export", "--format", "solr", "--lake", fed.lake.uri, "--output", "x.json")
     assert refused.exit_code == 2
     assert not Path("x.json").exists() and not Path("x.json.partial").exists()
+
+
+def test_an_export_into_a_pipe_its_reader_closed_stops_quietly(tmp_path):
+    """`catalog-lake export ... | head`: no error line, and SIGPIPE's exit status, as Unix tools."""
+    import subprocess
+    import sys
+
+    from catalog_lake import Catalog
+    from tests.conftest import make_item
+
+    catalog = Catalog(tmp_path / "lake")
+    catalog.push({"items": [make_item(client_item_id=f"SKU-{n}") for n in range(400)]})
+    command = [sys.executable, "-c", "from catalog_lake.cli import main; main()"]
+    export = subprocess.Popen(
+        [*command, "export", "--format", "jsonl", "--lake", str(tmp_path / "lake")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert export.stdout.read(10) == b'{"op":"ups'
+    export.stdout.close()  # the reader goes away, as head does, with 200 KB still to come
+    assert export.wait(timeout=120) == 141
+    assert export.stderr.read() == b""

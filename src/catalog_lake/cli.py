@@ -8,6 +8,7 @@ an error it understands.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -47,12 +48,22 @@ class _OneLineErrors(TyperGroup):
             say_error(str(exc))
             raise typer.Exit(1) from None
         except STORE_ERRORS as exc:
+            if _broken_pipe(exc):
+                # The reader went away (`catalog-lake export ... | head`): stop quietly, as
+                # Unix tools killed by SIGPIPE do, and let nothing more reach the pipe.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise typer.Exit(141) from None
             # The last net: a store error no command foresaw is still one line, not a traceback.
             say_error(f"the lake could not be read or written: {exc}")
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             print("interrupted: run the same command again to resume", file=sys.stderr)
             raise typer.Exit(130) from None
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    """Whether standard output's reader went away (Python's own error, or Polars' wording)."""
+    return isinstance(exc, BrokenPipeError) or "Broken pipe (os error 32)" in str(exc)
 
 
 app = typer.Typer(
@@ -503,18 +514,17 @@ def repair(
         print_json(response)
 
 
+OutputOption = Annotated[
+    str, typer.Option("--output", help="A file to write, or - for standard output.")
+]
+
+
 @app.command()
 def export(
     engine: Annotated[
-        str,
-        typer.Option(
-            "--format",
-            help="jsonl, algolia, meilisearch, typesense, elasticsearch or opensearch.",
-        ),
+        str, typer.Option("--format", help="jsonl, or an engine as index-settings names it.")
     ],
-    output: Annotated[
-        str, typer.Option("--output", help="A file to write, or - for standard output.")
-    ] = "-",
+    output: OutputOption = "-",
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
     ] = None,
@@ -549,13 +559,10 @@ def index_settings(
     engine: Annotated[
         str,
         typer.Option(
-            "--format",
-            help="algolia, meilisearch, typesense, elasticsearch or opensearch.",
+            "--format", help="algolia, meilisearch, typesense, elasticsearch or opensearch."
         ),
     ],
-    output: Annotated[
-        str, typer.Option("--output", help="A file to write, or - for standard output.")
-    ] = "-",
+    output: OutputOption = "-",
 ) -> None:
     """Write a search engine's index settings from SPEC 2.1's attribute roles (no lake needed).
 
