@@ -341,12 +341,9 @@ class Catalog:
         engine's import format (README, "Search engines"). ``as_of`` exports
         the records as they were at a version or time.
         """
-        from .exports import EXPORT_FORMATS, write_export
+        from .exports import require_format, write_export
 
-        if fmt not in EXPORT_FORMATS:  # before reading the lake
-            raise CatalogLakeError(
-                f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}"
-            )
+        require_format(fmt)  # before reading the lake
         table = reads.select(self.lake, "records", order_by="object_id", as_of=as_of)
         write_export(table, fmt, output)
         return table.num_rows

@@ -69,8 +69,19 @@ def index_settings(engine: str, roles: Roles = ROLES) -> dict[str, Any]:
         "opensearch": _search_index,
     }
     if engine not in writers:
-        raise CatalogLakeError(f"unknown format {engine!r}; choose one of {', '.join(ENGINES)}")
+        require_format(engine, ENGINES)
     return writers[engine](roles)
+
+
+def require_format(fmt: str, formats: tuple[str, ...] | None = None) -> None:
+    """Refuse a format not in ``formats`` (``EXPORT_FORMATS``), naming the ones there are.
+
+    Raises:
+        CatalogLakeError: ``fmt`` is not one of them.
+    """
+    formats = EXPORT_FORMATS if formats is None else formats
+    if fmt not in formats:
+        raise CatalogLakeError(f"unknown format {fmt!r}; choose one of {', '.join(formats)}")
 
 
 def _algolia(roles: Roles) -> dict[str, Any]:
@@ -251,8 +262,7 @@ def write_export(records: pa.Table, fmt: str, output: Any, *, batch: int = ALGOL
     Raises:
         CatalogLakeError: a format not in ``EXPORT_FORMATS``.
     """
-    if fmt not in EXPORT_FORMATS:
-        raise CatalogLakeError(f"unknown format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    require_format(fmt)
     chunk = max(batch, EXPORT_CHUNK - EXPORT_CHUNK % batch)  # Algolia bodies never straddle
     for start in range(0, records.num_rows, chunk):
         part = records.slice(start, chunk)

@@ -505,21 +505,43 @@ def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
     return texts
 
 
-def _split_lines(data: bytes) -> list[bytes]:
-    """The lines of a JSON Lines feed that hold an item, each checked to be one JSON object."""
-    lines = [stripped for line in data.splitlines() if (stripped := line.strip())]
-    if not lines:
-        check_items([], bounded=False)  # raises: an empty feed is refused as an empty push
+#: Splits JSON Lines into each line's value, unparsed, as views of the file's bytes.
+_LINES = msgspec.json.Decoder(msgspec.Raw)
+
+
+def _split_lines(data: bytes) -> list[bytes | msgspec.Raw]:
+    """The items of a JSON Lines feed as texts, each line checked to be one JSON object.
+
+    msgspec's ``decode_lines`` takes one value per line (``1, 2`` on a line is
+    an error), skips blank lines and copies nothing. A line it refuses is read
+    again, alone, by our decoder, which accepts NaN, lone surrogates and huge
+    integers, or says what is wrong with the line.
+    """
     try:
-        raws = msgspec.json.decode(b"[" + b",".join(lines) + b"]", type=list[msgspec.Raw])
-        # Each line must be exactly one value: "1, 2" on a line would be two.
-        whole = len(raws) == len(lines) and all(
-            memoryview(raw) == line for raw, line in zip(raws, lines, strict=True)
-        )
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        whole = False
-    if whole and all(line.startswith(b"{") for line in lines):
-        return lines
+        raws = _LINES.decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        raws = None
+    if raws == []:
+        check_items([], bounded=False)  # raises: an empty feed is refused as an empty push
+    if raws is not None and all(memoryview(raw)[:1] == b"{" for raw in raws):
+        return raws
+    lines = []
+    for number, line in enumerate(data.splitlines(), start=1):  # the reason, by line
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            msgspec.json.decode(line)
+            ok = line.startswith(b"{")
+        except (msgspec.DecodeError, RecursionError):
+            try:
+                ok = isinstance(decode_payload(line), dict)  # NaN, lone surrogates, huge numbers
+            except PushError as exc:
+                raise PushError(exc.reason, f"line {number}: {exc.detail}") from None
+        if not ok:
+            raise PushError("invalid_payload", f"line {number}: an item must be a JSON object")
+        lines.append(line)
+    return lines
     numbered = ((n, line.strip()) for n, line in enumerate(data.splitlines(), start=1))
     for number, line in numbered:  # the line, or the reason it cannot be an item
         if not line:
