@@ -13,7 +13,7 @@ import pytest
 from catalog_lake import RESPONSE_KEYS
 from catalog_lake.feeds import ingest
 from catalog_lake.runs import runs
-from catalog_lake.sources import batches, discover
+from catalog_lake.sources import discover
 from tests.conftest import FEEDS_TOTALS, make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"
@@ -122,7 +122,6 @@ def test_files_are_split_into_batches_each_a_push(catalog, tmp_path):
     summary = ingest(catalog, folder, batch_size=2)
     assert [b["catalog_push_received_product_count"] for b in summary["batches"]] == ["2", "2", "1"]
     assert len(catalog.pushes()) == 3
-    assert list(batches(list(range(5)), 2)) == [[0, 1], [2, 3], [4]]
 
 
 @pytest.mark.parametrize(

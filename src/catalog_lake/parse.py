@@ -423,11 +423,6 @@ def _foreign_value(value: Any, path: str = "") -> str | None:
     return f"{path}: a {type(value).__name__}"
 
 
-def item_text(item: dict[str, Any], index: int) -> str:
-    """A decoded item's exact JSON text (numbers as spelled, repeated keys kept)."""
-    return _dump(item, index, decoded=True, repeats=True)
-
-
 def _dump(item: dict[str, Any], index: int, *, decoded: bool = False, repeats: bool = True) -> str:
     """The item's raw text: compact JSON of what was sent, numbers as they were spelled.
 

@@ -359,13 +359,6 @@ def _json_lines(data: bytes, notes: set[str] | None = None) -> Iterator[dict[str
         yield item
 
 
-def batches(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    """Consecutive slices of at most ``size`` items (bounded by the push limit)."""
-    size = max(1, min(size, settings.MAX_ITEMS_PER_PUSH))
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 def file_groups(files: list[FeedFile], max_bytes: int) -> list[list[FeedFile]]:
     """Consecutive files in groups of at most ``max_bytes`` (one big file is its own group).
 
@@ -541,23 +534,6 @@ def _split_lines(data: bytes) -> list[bytes | msgspec.Raw]:
         if not ok:
             raise PushError("invalid_payload", f"line {number}: an item must be a JSON object")
         lines.append(line)
-    return lines
-    numbered = ((n, line.strip()) for n, line in enumerate(data.splitlines(), start=1))
-    for number, line in numbered:  # the line, or the reason it cannot be an item
-        if not line:
-            continue
-        try:
-            msgspec.json.decode(line)
-            ok = line.startswith(b"{")
-        except (msgspec.DecodeError, RecursionError):
-            ok = None
-        if ok is None:
-            try:
-                ok = isinstance(decode_payload(line), dict)  # NaN, lone surrogates, huge numbers
-            except PushError as exc:
-                raise PushError(exc.reason, f"line {number}: {exc.detail}") from None
-        if not ok:
-            raise PushError("invalid_payload", f"line {number}: an item must be a JSON object")
     return lines
 
 
