@@ -18,6 +18,7 @@ commits keep the lake correct either way.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -49,6 +50,7 @@ from catalog_lake import (  # noqa: E402
 from catalog_lake import backfill as backfill_lib  # noqa: E402
 from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
+from catalog_lake.deletes import DEFAULT_MAX_DELETE_SHARE, Refresh  # noqa: E402
 from catalog_lake.settings import default_lake_uri, lake_limit_name  # noqa: E402
 from catalog_lake.summary import WARNING_ITEMS_KEY, run_failed, summary_markdown  # noqa: E402
 from catalog_lake.workers import LOCAL_HTTP  # noqa: E402
@@ -130,6 +132,7 @@ def ingest_task(
     dask_address: str | None = None,
     strict_values: bool = False,
     dry_run: bool = False,
+    refresh: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``feeds.ingest``, the CLI's own ingest; retried when the lake could not be written.
 
@@ -156,6 +159,7 @@ def ingest_task(
         dask_address=dask_address,
         strict=strict_values,
         dry_run=dry_run,
+        refresh=Refresh(**refresh) if refresh is not None else None,
     )
 
 
@@ -170,6 +174,7 @@ def ingest_on_dask(
     group_items: int,
     strict_values: bool = False,
     dry_run: bool = False,
+    refresh: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ingest task on this flow's Dask cluster, given by ``ingest`` with its task runner."""
     from prefect.context import FlowRunContext
@@ -187,6 +192,7 @@ def ingest_on_dask(
         address,
         strict_values=strict_values,
         dry_run=dry_run,
+        refresh=refresh,
     )
 
 
@@ -224,6 +230,11 @@ def ingest(
     fail_on_bad_files: bool = True,
     strict_values: bool = False,
     dry_run: bool = False,
+    full_refresh: bool = False,
+    refresh_scope: str = "source",
+    refresh_category: str | None = None,
+    max_delete_share: float = DEFAULT_MAX_DELETE_SHARE,
+    allow_mass_delete: bool = False,
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
 
@@ -239,10 +250,21 @@ def ingest(
     broken; ``fail_on_bad_files=False`` lets it end ``Completed``. ``strict_values``
     refuses items for warnings too; ``dry_run`` reports what the run would
     store and writes nothing (the artifacts say so).
+
+    ``full_refresh`` makes ``source`` the whole catalog, as ``ingest --full-refresh``
+    does: the items of the refresh's scope it did not carry are deleted once
+    every file is stored (the artifact ``ingest-deleted`` lists them), unless a
+    file failed or more than ``max_delete_share`` of the scope would go without
+    ``allow_mass_delete``; then the run ends ``Failed`` and deletes nothing.
     """
     run_id = str(flow_run.id) if flow_run.id else None
     arguments = (lake, source, pattern, batch_size, force, run_id, group_items)
-    options = {"strict_values": strict_values, "dry_run": dry_run}
+    refresh = None
+    if full_refresh:  # checked here, so a wrong scope fails before any file is read
+        refresh = dataclasses.asdict(
+            Refresh(refresh_scope, refresh_category, max_delete_share, allow_mass_delete)
+        )
+    options = {"strict_values": strict_values, "dry_run": dry_run, "refresh": refresh}
     with one_writer(lake):
         if workers > 0 or dask_address:
             runner = dask_runner(workers, dask_address)
@@ -265,6 +287,15 @@ def ingest(
         + [{"file": f["path"], "status": f["status"]} for f in summary["files"]["failed"]],
         description="Files of the ingest run",
     )
+    refreshed = summary.get("refresh") or {}
+    if refreshed.get("ids"):
+        verb = "would be deleted" if refreshed["status"] == "dry_run" else refreshed["status"]
+        create_table_artifact(
+            key="ingest-deleted",
+            table=[{"client_item_id": i, "status": verb} for i in refreshed["ids"]],
+            description=f"Full refresh: {refreshed['to_delete']:,} of {refreshed['in_scope']:,} "
+            f"items in scope not in the feed ({refreshed['status']})",
+        )
     warned = summary.get(WARNING_ITEMS_KEY) or []
     if warned:
         create_table_artifact(
@@ -367,6 +398,32 @@ def maintain(
     with one_writer(lake):
         report = maintain_task(lake, retention_hours)
     create_markdown_artifact(key="maintain-report", markdown=_report_markdown("Maintain", report))
+    return report
+
+
+@task(name="sync", cache_policy=NONE, **IO_RETRIES)
+def sync_task(lake: str | None, target: str, fmt: str, full: bool) -> dict[str, Any]:
+    """``changes.sync``, as ``catalog-lake sync``: a retry exports the same range again."""
+    return Catalog(lake).sync(target, fmt, full=full)
+
+
+@flow(name="sync", flow_run_name="sync-{target}", log_prints=True)
+def sync(
+    target: str = "exports/search",
+    format: str = "jsonl",  # noqa: A002 - the CLI's own name for it
+    full: bool = False,
+    lake: str | None = None,
+) -> dict[str, Any]:
+    """Export the records' changes since ``target``'s cursor to a new file there.
+
+    The first run (or ``full``) exports every record; each later one the
+    upserts and deletes since the cursor, which then moves. A run that fails
+    after writing its file writes the same range again: loading it twice is
+    harmless (upserts and deletes are idempotent).
+    """
+    with one_writer(lake):
+        report = sync_task(lake, target, format, full)
+    create_markdown_artifact(key="sync-report", markdown=_report_markdown("Sync", report))
     return report
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -85,6 +85,17 @@ class Clock:
         self.now = now
 
     def __call__(self) -> datetime:
+        return self.now
+
+
+class Ticking:
+    """A clock that moves one second per reading, so pushes get distinct times."""
+
+    def __init__(self, clock) -> None:
+        self.now = clock.now
+
+    def __call__(self):
+        self.now += timedelta(seconds=1)
         return self.now
 
 

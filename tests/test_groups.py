@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pandas as pd
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from catalog_lake import Catalog, PushError, PushRequest, check
 from catalog_lake.feeds import ingest
 from catalog_lake.lake import Lake
-from tests.conftest import make_item
+from tests.conftest import Ticking, make_item
 from tests.test_repair import CrashingLake
 
 FIRST = {
@@ -30,17 +29,6 @@ SECOND = {
 }
 
 
-class Ticking:
-    """A clock that moves one second per reading, so pushes get distinct times."""
-
-    def __init__(self, clock) -> None:
-        self.now = clock.now
-
-    def __call__(self):
-        self.now += timedelta(seconds=1)
-        return self.now
-
-
 def _comparable(response: dict) -> dict:
     return {k: v for k, v in response.items() if k != "catalog_push_request_id"}
 
@@ -57,7 +45,7 @@ def test_a_group_answers_and_stores_like_the_same_pushes_one_by_one(tmp_path, cl
     assert got[1]["items"] == [{"a": "1"}, {"d": "3"}]
     assert got[1]["catalog_push_failed_items"][0]["errors"][0]["code"] == "duplicate_in_push"
     # Only the clock readings differ: a group reads it once per push, not twice.
-    times = ["request_id", "updated_at", "first_seen_at"]
+    times = ["request_id", "updated_at", "first_seen_at", "received_at"]
     for table in ("items", "records"):
         mine = getattr(grouped, table)().drop(columns=times, errors="ignore")
         theirs = getattr(one_by_one, table)().drop(columns=times, errors="ignore")

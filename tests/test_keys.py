@@ -12,8 +12,7 @@ from catalog_lake import Catalog, check, reads
 from catalog_lake.feeds import ingest
 from catalog_lake.keys import KEYS_FILE, KeySnapshot, load_snapshot, save_snapshot
 from catalog_lake.maintain import maintain
-from tests.conftest import make_item
-from tests.test_groups import Ticking
+from tests.conftest import Ticking, make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"
 

@@ -46,6 +46,7 @@ def test_a_newer_row_replaces_the_stored_one_but_keeps_its_id_and_metrics():
 
     combined, counts = upserted(stored, incoming)
 
+    assert counts.pop("kept_ids").to_pylist() == []
     assert counts == {"inserted": 0, "updated": 1, "kept": 0}
     assert _by_key(combined)["a"] == {
         "client_item_id": "a",
@@ -61,6 +62,7 @@ def test_a_newer_row_replaces_the_stored_one_but_keeps_its_id_and_metrics():
 def test_an_older_row_never_rolls_the_stored_one_back():
     stored = _rows(("a", 1, 0, "newer", T0 + timedelta(hours=1)))
     combined, counts = upserted(stored, _rows(("a", 1, 0, "older", T0)))
+    assert counts.pop("kept_ids").to_pylist() == ["a"]
     assert counts == {"inserted": 0, "updated": 0, "kept": 1}
     assert combined.to_pylist() == stored.to_pylist()
 
@@ -73,6 +75,7 @@ def test_an_equally_new_row_replaces_so_a_replay_or_a_reprice_lands():
 
 def test_unknown_rows_are_added_and_an_empty_block_takes_them_all():
     combined, counts = upserted(SCHEMA.empty_table(), _rows(("a", 1, 0, "x", T0)))
+    assert counts.pop("kept_ids").to_pylist() == []
     assert counts == {"inserted": 1, "updated": 0, "kept": 0}
     assert combined["client_item_id"].to_pylist() == ["a"]
 

@@ -26,6 +26,8 @@ def test_metrics_update_items_and_records(pushed, tmp_path):
         "updated": 2,
         "unknown_count": 0,
         "unknown_ids": [],
+        "deleted_count": 0,
+        "deleted_ids": [],
         "invalid_count": 0,
         "invalid_rows": [],
     }

@@ -119,6 +119,7 @@ def test_record_is_flat_and_complete(catalog):
         "variant": "5 kg",
         "updated_at": pd.Timestamp(NOW),
         "id_block": 0,  # the partition: object_id // 2048
+        "received_at": pd.Timestamp(NOW),  # the push's time: the replay guard
     }  # fmt: skip
 
 

@@ -17,8 +17,7 @@ from catalog_lake import Catalog, PushRequest, check
 from catalog_lake.feeds import ingest
 from catalog_lake.sources import discover, read_items
 from catalog_lake.workers import LOCAL_HTTP, check_files
-from tests.conftest import make_item
-from tests.test_groups import Ticking
+from tests.conftest import Ticking, make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"
 # The default feeds, plus a later file that updates an item of an earlier one and
@@ -71,7 +70,7 @@ def _without_request_ids(summary: dict) -> dict:
 def _table(frame: pd.DataFrame) -> pd.DataFrame:
     # Times follow the groups (a ticking clock per group): in this process a group is cut at
     # a batch once it holds group_items items, on workers at a file once it holds its bytes.
-    volatile = ("request_id", "updated_at", "first_seen_at")
+    volatile = ("request_id", "updated_at", "first_seen_at", "received_at")
     frame = frame.drop(columns=[c for c in volatile if c in frame.columns])
     return frame.sort_values("client_item_id", ignore_index=True)
 

@@ -14,20 +14,28 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import reads
 from .lake import quote, races, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .push import strict_of
 from .schemas import ITEMS, RECORDS
+from .store import live_records
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
     from .catalog import Catalog
 
 #: Columns a dry run compares. A backfill keeps ``updated_at``, never touches
 #: ``likes`` and ``sales`` (the metrics feed owns them), and ids never move.
-COMPARED = [f.name for f in RECORDS if f.name not in ("updated_at", "likes", "sales", "id_block")]
+COMPARED = [
+    f.name
+    for f in RECORDS
+    if f.name not in ("updated_at", "received_at", "likes", "sales", "id_block")
+]
 
 
 def _scope_sql(
@@ -40,7 +48,8 @@ def _scope_sql(
         clauses.append(f"received_at < {sql_timestamp(until)}")
     if request_ids:
         clauses.append(f"request_id IN ({', '.join(quote(r) for r in request_ids)})")
-    return " AND ".join(clauses) or "TRUE"
+    clauses.append("operation IS NULL")  # pushes only: a delete's rows are not items
+    return " AND ".join(clauses)
 
 
 def backfill(
@@ -91,7 +100,7 @@ def backfill(
         rows = catalog.lake.read(
             "raw",
             'SELECT * FROM "raw" '  # ``strict`` is missing from a lake not yet upgraded
-            f"WHERE request_id IN ({', '.join(quote(r) for r in chunk)}) "
+            f"WHERE request_id IN ({', '.join(quote(r) for r in chunk)}) AND operation IS NULL "
             'ORDER BY received_at, request_id, "index"',
         ).to_pandas()
         parsed = parse_push(payload_from_raw(rows["item_json"].tolist()))
@@ -104,17 +113,18 @@ def backfill(
                     price_time=price_time,
                     strict=strict_of(rows.get("strict", pd.Series([None] * len(rows))).tolist()),
                 )
-                records = derived.records.table(RECORDS)
+                live = ~deleted_since(catalog, derived.items.table(ITEMS))
+                records = derived.records.table(RECORDS).filter(live)
                 if not dry_run and records.num_rows:
                     metadata = {"catalog_lake.operation": "backfill"}
                     keys = catalog.keys
                     try:
                         catalog.lake.upsert(
                             "items",
-                            derived.items.table(ITEMS),
+                            derived.items.table(ITEMS).filter(live),
                             metadata,
                             fence=keys.fence,
-                            known=derived.items.frame["known"].to_numpy(dtype=bool),
+                            known=derived.items.frame["known"].to_numpy(dtype=bool)[live],
                         )
                     except BaseException:
                         keys.forget()
@@ -131,10 +141,38 @@ def backfill(
         before.append(found.to_pandas())
         after.append(records.select(COMPARED).to_pandas())
         if not dry_run and records.num_rows:
-            catalog.lake.upsert_fenced("records", records, {"catalog_lake.operation": "backfill"})
+            catalog.lake.upsert_fenced(
+                "records",
+                records,
+                {"catalog_lake.operation": "backfill"},
+                admit=lambda rows: live_records(catalog.lake, rows),
+            )
     _compare(before, after, report, examples)
     report["duration_s"] = round(time.perf_counter() - started, 3)
     return report
+
+
+def deleted_since(catalog: Catalog, items: pa.Table) -> np.ndarray:
+    """Which of these item rows a later delete removed: a replay never brings them back."""
+    if items.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    stored = reads.lookup(
+        catalog.lake,
+        "items",
+        "client_item_id",
+        pc.unique(items["client_item_id"]).to_pylist(),
+        ["client_item_id", "updated_at", "deleted_at"],
+    ).filter(pc.is_valid(pc.field("deleted_at")))
+    pairs = (
+        items.select(["client_item_id", "updated_at"])
+        .append_column("_row", pa.array(np.arange(items.num_rows), pa.int64()))
+        .join(stored.rename_columns(["client_item_id", "deleted_updated_at", "deleted_at"]),
+              "client_item_id", join_type="inner")
+    )  # fmt: skip
+    later = pc.greater_equal(pairs["deleted_updated_at"], pairs["updated_at"]).fill_null(False)
+    gone = np.zeros(items.num_rows, dtype=bool)
+    gone[pairs["_row"].filter(later).to_numpy()] = True
+    return gone
 
 
 def _chunks(pushes: pd.DataFrame, limit: int):

@@ -11,12 +11,49 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 #: Columns an upsert never changes on a row that already exists.
 KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
+#: Columns a push that brings a deleted item back takes from the push, not the tombstone.
+RESTARTED_ON_RETURN = ("likes", "sales")
+#: The column a stored row's replacement is judged by: when the push (or delete) that
+#: wrote it was received. A row replaces a stored one only if it is at least as new, so
+#: a replayed older push never rolls an item back nor brings a deleted one back.
+GUARD = {"items": "updated_at", "records": "received_at"}
+#: A column that keeps its stored value when a replacement changes nothing else: a
+#: record's ``updated_at`` says when its content last changed (issue 27), so an
+#: unchanged re-push neither moves it nor shows in the change feed.
+CONTENT_TIME = {"records": "updated_at"}
+
+
+def guard_times(table: pa.Table, name: str) -> pa.ChunkedArray:
+    """Each row's ``GUARD`` time.
+
+    A record written before ``received_at`` existed has its ``updated_at``,
+    which was that time then.
+    """
+    if GUARD.get(name) == "received_at":
+        return pc.coalesce(table["received_at"], table["updated_at"])
+    return table["updated_at"]
+
+
+def content_columns(schema: pa.Schema, name: str) -> list[str]:
+    """The columns that make a row's content: not its times, nor its partition."""
+    skip = {"id_block", GUARD.get(name), CONTENT_TIME.get(name)}
+    return [c for c in schema.names if c not in skip]
+
+
+def same_rows(left: pa.Table, right: pa.Table, columns: list[str]) -> np.ndarray:
+    """Row by row, whether two equally long tables hold equal ``columns`` (nulls equal nulls)."""
+    if left.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    a, b = pl.from_arrow(left.select(columns)), pl.from_arrow(right.select(columns))
+    same = pl.select(pl.all_horizontal([a[c].eq_missing(b[c]) for c in columns]))
+    return same.to_series().to_numpy()
 
 
 def blocks_predicate(blocks: Any) -> str:
@@ -49,13 +86,17 @@ def with_columns(stored: pa.Table, data: pa.Table, columns: list[str]) -> tuple[
     return out, len(rows)
 
 
-def upserted(stored: pa.Table, data: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+def upserted(
+    stored: pa.Table, data: pa.Table, name: str = "items"
+) -> tuple[pa.Table, dict[str, Any]]:
     """``stored`` with ``data`` folded in by ``client_item_id``, and what happened to the rows.
 
     A stored row is replaced when the incoming one is at least as new
-    (``updated_at``; a null on either side never replaces, as in SQL), and
-    the replacement keeps the stored ``KEPT_ON_UPDATE`` values; older
-    incoming rows are dropped; rows not stored yet are added.
+    (``GUARD``; a null on either side never replaces, as in SQL), and
+    the replacement keeps the stored ``KEPT_ON_UPDATE`` values, and its
+    ``CONTENT_TIME`` when nothing else changed; older incoming rows are
+    dropped (their ids are the result's ``kept_ids``); rows not stored yet
+    are added.
     """
     stored_keys = pa.table(
         {"k": stored["client_item_id"], "_s": pa.array(np.arange(stored.num_rows))}
@@ -65,7 +106,7 @@ def upserted(stored: pa.Table, data: pa.Table) -> tuple[pa.Table, dict[str, int]
     s_rows = pairs["_s"].to_numpy()
     d_rows = pairs["_d"].to_numpy()
     newer = pc.greater_equal(
-        data["updated_at"].take(d_rows), stored["updated_at"].take(s_rows)
+        guard_times(data, name).take(d_rows), guard_times(stored, name).take(s_rows)
     ).fill_null(False)
     newer = newer.to_numpy(zero_copy_only=False)
     replaced, replacing = s_rows[newer], d_rows[newer]
@@ -78,13 +119,95 @@ def upserted(stored: pa.Table, data: pa.Table) -> tuple[pa.Table, dict[str, int]
         [(kept if c in KEPT_ON_UPDATE else incoming)[c] for c in data.column_names],
         schema=data.schema,
     )
+    if "deleted_at" in kept.column_names and kept.num_rows:
+        # A push that brings a deleted item back starts its metrics afresh, as its record
+        # is new: the metrics feed gives them again (the tombstone kept the old ones).
+        back = pc.is_valid(kept["deleted_at"])
+        for column in RESTARTED_ON_RETURN:
+            position = updated.schema.get_field_index(column)
+            fresh_values = pc.if_else(back, incoming[column], kept[column])
+            updated = updated.set_column(position, updated.schema.field(column), fresh_values)
+    timed = CONTENT_TIME.get(name)
+    if timed is not None and updated.num_rows:
+        same = same_rows(updated, kept, content_columns(data.schema, name))
+        position = updated.schema.get_field_index(timed)
+        times = pc.if_else(pa.array(same), kept[timed], updated[timed])
+        updated = updated.set_column(position, updated.schema.field(timed), times)
     combined = pa.concat_tables([*_runs(stored, keep), data.filter(fresh), updated])
     counts = {
         "inserted": int(fresh.sum()),
         "updated": len(replacing),
         "kept": int(len(d_rows) - len(replacing)),
+        "kept_ids": data["client_item_id"].take(d_rows[~newer]),
     }
     return combined, counts
+
+
+def _matches(stored: pa.Table, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``stored`` and in ``ids`` of the ids stored."""
+    stored_keys = pa.table(
+        {"k": stored["client_item_id"], "_s": pa.array(np.arange(stored.num_rows))}
+    )
+    wanted = pa.table({"k": pa.array(ids, pa.string()), "_d": pa.array(np.arange(len(ids)))})
+    pairs = wanted.join(stored_keys, "k", join_type="inner")
+    return pairs["_s"].to_numpy(), pairs["_d"].to_numpy()
+
+
+def tombstoned(
+    stored: pa.Table, ids: list[str], at: Any, request_id: str
+) -> tuple[pa.Table, np.ndarray]:
+    """Items with ``ids`` marked deleted at ``at`` by ``request_id``, and what each became.
+
+    An item is deleted when the delete is at least as new as the push that
+    last wrote it (``GUARD``), as a push replaces one; it keeps its row, so
+    its service id stays reserved. Each id's outcome, in the order of
+    ``ids``: ``deleted`` (now, or by this same request before: a replay),
+    ``already_deleted``, ``superseded`` (a later push brought it back) or
+    ``not_found``.
+    """
+    s_rows, d_rows = _matches(stored, ids)
+    outcome = np.full(len(ids), "not_found", dtype=object)
+    if not len(s_rows):
+        return stored, outcome
+    when = pa.scalar(at, stored.schema.field("updated_at").type)
+
+    def flags(values: Any) -> np.ndarray:
+        return values.fill_null(False).to_numpy(zero_copy_only=False)
+
+    by_me = flags(pc.equal(stored["deleted_by"].take(s_rows), request_id))
+    newer = flags(pc.greater(stored["updated_at"].take(s_rows), when))
+    live = flags(pc.is_null(stored["deleted_at"].take(s_rows)))
+    outcome[d_rows] = np.select(
+        [by_me, newer, ~live], ["deleted", "superseded", "already_deleted"], "deleted"
+    )
+    hit = np.zeros(stored.num_rows, dtype=bool)
+    hit[s_rows[~by_me & ~newer & live]] = True
+    mask = pa.array(hit)
+    out = stored
+    for column, value in (
+        ("deleted_at", when),
+        ("updated_at", when),
+        ("deleted_by", pa.scalar(request_id, pa.string())),
+    ):
+        index = out.schema.get_field_index(column)
+        field = out.schema.field(column)
+        out = out.set_column(index, field, pc.if_else(mask, value, out[column]))
+    return out, outcome
+
+
+def removed(stored: pa.Table, ids: list[str], at: Any) -> tuple[pa.Table, int]:
+    """Records without those of ``ids`` written before ``at``; how many went.
+
+    A record a push wrote after the delete (``GUARD``) stays: that push
+    brought the item back.
+    """
+    s_rows, _ = _matches(stored, ids)
+    when = pa.scalar(at, stored.schema.field("updated_at").type)
+    older = pc.less_equal(guard_times(stored, "records").take(s_rows), when).fill_null(False)
+    gone = s_rows[older.to_numpy(zero_copy_only=False)]
+    keep = np.ones(stored.num_rows, dtype=bool)
+    keep[gone] = False
+    return pa.concat_tables([stored.slice(0, 0), *_runs(stored, keep)]), len(gone)
 
 
 def _runs(table: pa.Table, keep: np.ndarray) -> list[pa.Table]:
@@ -98,15 +221,28 @@ def _runs(table: pa.Table, keep: np.ndarray) -> list[pa.Table]:
     return [table.slice(start, stop - start) for start, stop in edges.reshape(-1, 2)]
 
 
-def blocks_dataset(paths: list[str], root: str) -> ds.Dataset:
-    """Data files of an ``id_block``-partitioned table, with the block read from the folder names.
+def blocks_dataset(paths: list[str], root: str | None, added: Any = ()) -> ds.Dataset:
+    """Data files of a table, with ``added`` columns where older files lack them.
 
-    The partition column is not in the files themselves.
+    With a ``root``, the table is ``id_block``-partitioned and the block is read
+    from the folder names (the partition column is not in the files). A column
+    added to a table after some of its files were written (``ADDED_COLUMNS``)
+    reads as nulls from those files, as Delta readers show it.
     """
+    partitioning = (
+        ds.partitioning(pa.schema([("id_block", pa.int64())]), flavor="hive") if root else None
+    )
+    dataset = ds.dataset(
+        paths, format="parquet", partitioning=partitioning, partition_base_dir=root
+    )
+    missing = [f for f in added if f.name not in dataset.schema.names]
+    if not missing:
+        return dataset
     return ds.dataset(
         paths,
+        schema=pa.schema([*dataset.schema, *missing]),
         format="parquet",
-        partitioning=ds.partitioning(pa.schema([("id_block", pa.int64())]), flavor="hive"),
+        partitioning=partitioning,
         partition_base_dir=root,
     )
 

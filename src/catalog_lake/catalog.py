@@ -187,6 +187,41 @@ class Catalog:
             return store.dry_run(self, pushes, checked) if pushes else []
         return store.run(self, pushes, checked, replayed) if pushes else []
 
+    def delete(
+        self,
+        client_item_ids: Any,
+        *,
+        idempotency_key: str | None = None,
+        dry_run: bool = False,
+        source: str | None = None,
+        flow_run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Delete items by ``client_item_id``: their records leave, their ids stay reserved.
+
+        Answers in the push response's style (README, "Deletes"): a request
+        id, counts as numeric text, and one entry per id with its ``status``
+        (``deleted``, ``already_deleted``, ``superseded`` by a newer push, or
+        ``refused`` with a ``code``). Refusals are per id, never an exception;
+        deleting twice is harmless. An idempotency key works as for a push,
+        and ``dry_run`` answers without writing. A later push of the same id
+        brings the item back with the same service id.
+
+        Raises:
+            CatalogLakeError: ``client_item_ids`` is not a list of ids.
+            NoLakeError: there is no lake here.
+            PushError: a reused idempotency key, or the lake cannot be written.
+        """
+        from .deletes import delete
+
+        return delete(
+            self,
+            client_item_ids,
+            idempotency_key=idempotency_key,
+            dry_run=dry_run,
+            source=source,
+            flow_run_id=flow_run_id,
+        )
+
     def derive(
         self,
         parsed: ParsedPush,
@@ -264,6 +299,21 @@ class Catalog:
         for request_id in pending:
             sql = f'SELECT * FROM "raw" WHERE request_id = {quote(request_id)} ORDER BY "index"'
             rows = self.lake.read("raw", sql)
+            if rows["operation"][0].as_py() == "delete":  # an interrupted delete (issue 27)
+                from .deletes import delete, replay_of
+
+                ids, identity = replay_of(rows)
+                responses.append(
+                    delete(
+                        self,
+                        ids,
+                        idempotency_key=identity["idempotency_key"],
+                        source=identity["source"],
+                        flow_run_id=identity["flow_run_id"],
+                        replay=identity,
+                    )
+                )
+                continue
             parsed = parse_push(payload_from_raw(rows["item_json"].to_pylist()))
             first = rows.slice(0, 1).to_pylist()[0]
             # The push keeps its identity: a later ingest then finds its key and
@@ -348,10 +398,29 @@ class Catalog:
         write_export(table, fmt, output)
         return table.num_rows
 
+    def changes(self, since: int | str, until: int | str | None = None) -> Any:
+        """The records upserted and deleted after ``since`` up to ``until`` (``changes.Changes``).
+
+        One operation per object, the last state in the range winning; a
+        record whose content is the same at both ends is no change.
+        ``since`` and ``until`` are records versions or ISO times, as ``--as-of``.
+        """
+        from .changes import changes
+
+        return changes(self.lake, since, until)
+
+    def sync(self, target: str, fmt: str = "jsonl", *, full: bool = False) -> dict[str, Any]:
+        """Export the changes since ``target``'s cursor there and advance it (``changes.sync``)."""
+        from .changes import sync
+
+        return sync(self, target, fmt, full=full)
+
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""
         rows = []
-        for name in ("raw", "items", "records", "rejects", "warnings", "pushes", "files", "runs"):
+        names = ("raw", "items", "records", "rejects", "warnings", "pushes", "files", "runs",
+                 "cursors")  # fmt: skip
+        for name in names:
             for commit in self.lake.history(name, limit):
                 rows.append(
                     {

@@ -3,9 +3,10 @@
 1. Every received item is in ``raw``, and for its push in exactly one of the
    stored items or ``rejects``; received = success + failed. A ``warnings``
    row belongs to a stored item, once.
-2. Each ``client_item_id`` has one row in ``items`` and in ``records``, and one
-   service id for its whole life; no two ids are equal. The key snapshot a new
-   process starts from agrees with ``items``.
+2. Each ``client_item_id`` has one row in ``items``, and one in ``records``
+   unless it was deleted (issue 27: a deleted item has no record), and one
+   service id for its whole life; no two ids are equal. The key snapshot a
+   new process starts from agrees with ``items``.
 3. Records equal what a backfill from ``raw`` would derive.
 4. The ``pushes`` table agrees with the responses that were returned.
 5. Nothing invalid is stored: every image is an http(s) URL and every duration
@@ -76,7 +77,12 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     rejects = _frame(catalog, "rejects", 'SELECT request_id, "index" FROM "rejects"')
     warned = _frame(catalog, "warnings", 'SELECT request_id, "index" FROM "warnings"')
     counts_sql = 'SELECT client_item_id, object_id, likes, sales FROM "{}"'
-    items = _frame(catalog, "items", counts_sql.format("items"))
+    items = _frame(
+        catalog,
+        "items",
+        "SELECT client_item_id, object_id, likes, sales, deleted_at IS NOT NULL AS deleted "
+        'FROM "items"',
+    )
     records = _frame(catalog, "records", counts_sql.format("records"))
 
     done = set(pushes["request_id"])
@@ -153,10 +159,18 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     joined = items.merge(
         records, on="client_item_id", how="outer", suffixes=("_items", "_records"), indicator=True
     )
+    deleted = joined["deleted"].fillna(False).astype(bool)
     violation(
         2,
         "an item has no record or a record no item",
-        joined[joined["_merge"] != "both"]["client_item_id"].tolist(),
+        joined[(joined["_merge"] == "right_only") | ((joined["_merge"] == "left_only") & ~deleted)][
+            "client_item_id"
+        ].tolist(),
+    )
+    violation(
+        2,
+        "a deleted item still has a record (search still shows it); run `catalog-lake repair`",
+        joined[(joined["_merge"] == "both") & deleted]["client_item_id"].tolist(),
     )
     both_sides = joined[joined["_merge"] == "both"]
     mismatch = both_sides[
@@ -200,6 +214,17 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     )
     for request_id, text, received, success, failed in rows:
         response = json.loads(text)
+        if "catalog_delete_request_id" in response:  # a delete request (issue 27)
+            given = (
+                response["catalog_delete_received_count"],
+                response["catalog_delete_success_count"],
+                response["catalog_delete_failed_count"],
+            )
+            if given != (str(received), str(success), str(failed)) or int(received) != len(
+                response["items"]
+            ):
+                disagreeing.append(request_id)
+            continue
         for entry in response["items"]:
             for client_id, service_id in entry.items():
                 if current.get(client_id, service_id) != service_id:

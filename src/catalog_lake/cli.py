@@ -7,6 +7,7 @@ an error it understands.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -364,13 +365,46 @@ def ingest(
             help="Check the feeds and report what a run would store; write nothing.",
         ),
     ] = False,
+    full_refresh: Annotated[
+        bool,
+        typer.Option(
+            "--full-refresh",
+            help="SOURCE is the whole catalog: after every file is stored, delete the items "
+            "of the refresh's scope that it did not carry.",
+        ),
+    ] = False,
+    refresh_scope: Annotated[
+        str,
+        typer.Option(
+            help="source: items last pushed from a file of SOURCE; all: every item.",
+        ),
+    ] = "source",
+    refresh_category: Annotated[
+        str | None, typer.Option(help="Only items of this lake_category.")
+    ] = None,
+    max_delete_share: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="Stop a refresh that would delete more of its scope."),
+    ] = 0.2,
+    allow_mass_delete: Annotated[
+        bool, typer.Option("--allow-mass-delete", help="Delete past --max-delete-share.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
+    from .deletes import Refresh
     from .feeds import ingest as run_ingest
     from .summary import run_failed, summary_markdown
 
     catalog = _catalog(lake, storage_option)
+    try:
+        refresh = (
+            Refresh(refresh_scope, refresh_category, max_delete_share, allow_mass_delete)
+            if full_refresh
+            else None
+        )
+    except CatalogLakeError as exc:
+        raise fail(str(exc), 2) from None
     try:
         with IngestProgress() as progress:
             summary = run_ingest(
@@ -385,6 +419,7 @@ def ingest(
                 dask_address=dask_address,
                 strict=strict_values,
                 dry_run=dry_run,
+                refresh=refresh,
             )
     except CatalogLakeError as exc:
         raise fail(str(exc)) from None
@@ -519,6 +554,19 @@ OutputOption = Annotated[
 ]
 
 
+@contextlib.contextmanager
+def _written(output: str):
+    """A file written beside ``output`` and moved into place: no half file for a loader."""
+    partial = Path(f"{output}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            yield handle
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(output)
+
+
 @app.command()
 def export(
     engine: Annotated[
@@ -537,21 +585,148 @@ def export(
         if output == "-":
             count = catalog.export(engine, sys.stdout, as_of)
         else:
-            # Written beside the target and moved into place: a failed export leaves no
-            # half file for a loader to pick up.
-            partial = Path(f"{output}.partial")
-            try:
-                with partial.open("w", encoding="utf-8") as handle:
-                    count = catalog.export(engine, handle, as_of)
-            except BaseException:
-                partial.unlink(missing_ok=True)
-                raise
-            partial.replace(output)
+            with _written(output) as handle:
+                count = catalog.export(engine, handle, as_of)
     except CatalogLakeError as exc:
         usage = str(exc).startswith(("unknown format", "--as-of"))
         raise fail(str(exc), 2 if usage else 1) from None
     if output != "-":
         print(f"{count:,} records written to {output}", file=sys.stderr)
+
+
+@app.command()
+def delete(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="client_item_id values to delete, or - to read them from stdin.",
+            show_default=False,
+        ),
+    ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option("--from", help="A file of ids, one per line (or - for standard input)."),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Makes a retry safe, as for a push.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be deleted; write nothing.")
+    ] = False,
+    lake: LakeOption = None,
+    storage_option: StorageOptions = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete items: their records leave search, their service ids stay reserved.
+
+    Prints one line per id (deleted, already_deleted, superseded or refused
+    with its code), or the whole answer with --json. Exits 3 when any id was
+    refused.
+    """
+    given = list(ids or [])
+    if from_file is not None or given == ["-"]:
+        source = sys.stdin if from_file is None or str(from_file) == "-" else None
+        try:
+            text = source.read() if source else from_file.read_text(encoding="utf-8")  # type: ignore[union-attr]
+        except OSError as exc:
+            raise fail(f"{from_file}: {exc.strerror or exc}") from None
+        given = [line.strip() for line in text.splitlines() if line.strip()]
+    if not given:
+        raise fail("name the ids to delete: catalog-lake delete ID..., --from FILE, or -", 2)
+    try:
+        response = _catalog(lake, storage_option).delete(
+            given, idempotency_key=idempotency_key, dry_run=dry_run, source="cli"
+        )
+    except CatalogLakeError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(response)
+    else:
+        for entry in response["items"]:
+            code = f" ({entry['code']})" if "code" in entry else ""
+            service = f" [{entry['object_id']}]" if entry["object_id"] else ""
+            print(f"{entry['client_item_id']}{service}: {entry['status']}{code}")
+        dry = " (dry run: nothing was written)" if dry_run else ""
+        sys.stdout.flush()  # the ids first, then the count, in a pipe too
+        print(
+            f"{response['catalog_delete_success_count']} of "
+            f"{response['catalog_delete_received_count']} done, "
+            f"{response['catalog_delete_failed_count']} refused; request "
+            f"{response['catalog_delete_request_id']}{dry}",
+            file=sys.stderr,
+        )
+    if int(response["catalog_delete_failed_count"]):
+        raise typer.Exit(3)
+
+
+@app.command()
+def changes(
+    since: Annotated[
+        str, typer.Option("--since", help="Records version or ISO time the changes start after.")
+    ],
+    until: Annotated[
+        str | None, typer.Option("--until", help="Records version or ISO time (default: now).")
+    ] = None,
+    engine: Annotated[
+        str, typer.Option("--format", help="jsonl, or an engine as index-settings names it.")
+    ] = "jsonl",
+    output: OutputOption = "-",
+    deletes_output: Annotated[
+        str | None,
+        typer.Option(help="Where meilisearch and typesense deletions go (a JSON array of ids)."),
+    ] = None,
+    lake: LakeOption = None,
+    storage_option: StorageOptions = None,
+) -> None:
+    """Write the records upserted and deleted between two versions, one operation per object."""
+    from .changes import write_changes
+    from .exports import require_format
+
+    catalog = _catalog(lake, storage_option)
+    try:
+        require_format(engine)
+        found = catalog.changes(since, until)
+        side = Path(deletes_output).open("w", encoding="utf-8") if deletes_output else None
+        try:
+            if output == "-":
+                write_changes(found, engine, sys.stdout, side)
+            else:
+                with _written(output) as handle:
+                    write_changes(found, engine, handle, side)
+        finally:
+            if side is not None:
+                side.close()
+    except CatalogLakeError as exc:
+        usage = str(exc).startswith(("unknown format", "--as-of", "--until", "meilisearch",
+                                     "typesense"))  # fmt: skip
+        raise fail(str(exc), 2 if usage else 1) from None
+    sys.stdout.flush()  # the changes first, then the count, in a pipe too
+    print(
+        f"versions {found.since} to {found.until}: {found.upserts.num_rows:,} upserts, "
+        f"{len(found.deletes):,} deletes",
+        file=sys.stderr,
+    )
+
+
+@app.command()
+def sync(
+    target: Annotated[str, typer.Argument(help="A folder or s3:// prefix for the export files.")],
+    engine: Annotated[
+        str, typer.Option("--format", help="jsonl, or an engine as index-settings names it.")
+    ] = "jsonl",
+    full: Annotated[
+        bool, typer.Option("--full", help="Export every record again and restart the cursor.")
+    ] = False,
+    lake: LakeOption = None,
+    storage_option: StorageOptions = None,
+    as_json: AlwaysJson = False,
+) -> None:
+    """Export the changes since TARGET's cursor to a new file there, then advance the cursor."""
+    try:
+        report = _catalog(lake, storage_option).sync(target, engine, full=full)
+    except CatalogLakeError as exc:
+        raise fail(str(exc), 2 if str(exc).startswith("unknown format") else 1) from None
+    print_json(report)
 
 
 @app.command("index-settings")

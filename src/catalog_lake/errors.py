@@ -57,6 +57,8 @@ class ErrorCode(StrEnum):
     DUPLICATE_KEY = "duplicate_key"
     DUPLICATE_IN_PUSH = "duplicate_in_push"
     ITEM_TOO_LARGE = "item_too_large"
+    #: A delete named a client_item_id the lake never stored (issue 27).
+    UNKNOWN_ITEM = "unknown_item"
 
 
 class CatalogLakeError(Exception):

@@ -239,6 +239,9 @@ def _kind(name: str) -> str:
     return "string"
 
 
+#: The record fields a search engine gets: not the partition, nor the replay guard.
+EXPORTED = [c for c in RECORDS.names if c not in ("id_block", "received_at")]
+
 #: Formats ``write_export`` writes: plain JSON Lines, then each engine's import format.
 EXPORT_FORMATS = ("jsonl", *ENGINES)
 #: Requests per Algolia batch body (Algolia's clients send 1,000 at a time).
@@ -266,9 +269,7 @@ def write_export(records: pa.Table, fmt: str, output: Any, *, batch: int = ALGOL
     chunk = max(batch, EXPORT_CHUNK - EXPORT_CHUNK % batch)  # Algolia bodies never straddle
     for start in range(0, records.num_rows, chunk):
         part = records.slice(start, chunk)
-        frame = pl.from_arrow(
-            part.drop_columns([c for c in ("id_block",) if c in part.column_names])
-        )
+        frame = pl.from_arrow(part.select(EXPORTED))
         # Polars writes the column of lines straight to the stream: no Python string per chunk.
         _lines(frame, fmt, batch).to_frame().write_csv(  # type: ignore[arg-type]
             output, include_header=False, quote_style="never"

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .catalog import Catalog
+from .deletes import Refresh
+from .deletes import refresh as refresh_catalog
 from .errors import LakeError, PushError
 from .lake import LAKE_ERRORS, first_line
 from .push import Checked, PushRequest
-from .runs import plan, record_files, record_run
+from .runs import Plan, plan, record_files, record_run
 from .sources import (
     DEFAULT_PATTERN,
     FeedFile,
@@ -29,10 +31,13 @@ from .sources import (
     collector_paused,
     file_batches,
     file_groups,
+    is_deletions,
+    read_deletions,
 )
 from .summary import (
     DRY_RUN_KEY,
     FAILED_ITEMS_KEY,
+    SKIP_UNCHANGED,
     WARNING_ITEMS_KEY,
     failure_codes,
     run_summary,
@@ -71,6 +76,7 @@ def ingest_files(
     client: Any = None,
     strict: bool = False,
     dry_run: bool = False,
+    seen: set[str] | None = None,
 ) -> list[FileResult]:
     """Push feed files in batches; never raises for a bad file, it reports it.
 
@@ -100,14 +106,54 @@ def ingest_files(
     ``pushes`` table, every failure in ``rejects``.
 
     ``strict`` and ``dry_run`` are ``Catalog.push``'s, for every batch.
+
+    A deletions file (``sources.DELETE_SUFFIXES``) is applied where it stands
+    in feed order: after the files before it are written, before the files
+    after it are read. ``seen``, when given, collects every ``client_item_id``
+    the run's pushes carried (a full refresh deletes the others).
     """
     writer = _GroupWriter(catalog, flow_run_id, progress, detail_items, strict, dry_run)
+    writer.seen = seen
+    for kind, segment in _segments(files):
+        if kind == "delete":
+            writer.delete(segment[0])
+        else:
+            _push_files(writer, segment, batch_size, group_items, workers, dask_address, client)
+    writer.checkpoint()
+    return writer.results
+
+
+def _segments(files: list[FeedFile]) -> Iterator[tuple[str, list[FeedFile]]]:
+    """The run's files in feed order: runs of item files, and each deletions file alone."""
+    pending: list[FeedFile] = []
+    for feed in files:
+        if is_deletions(feed.path):
+            if pending:
+                yield "push", pending
+                pending = []
+            yield "delete", [feed]
+        else:
+            pending.append(feed)
+    if pending:
+        yield "push", pending
+
+
+def _push_files(
+    writer: _GroupWriter,
+    files: list[FeedFile],
+    batch_size: int,
+    group_items: int,
+    workers: int,
+    dask_address: str | None,
+    client: Any,
+) -> None:
+    """Push item files in groups, checked on Dask workers when there are some."""
     chunks = []
     if (workers > 0 or dask_address or client is not None) and len(files) > 1:
         chunks = file_groups(files, max_bytes=max(1, group_items) * ITEM_BYTES)
     if len(chunks) > 1:
         with dask_client(workers, dask_address, client) as dask:
-            for chunk, outcome in checked_in_order(chunks, batch_size, strict, dask):
+            for chunk, outcome in checked_in_order(chunks, batch_size, writer.strict, dask):
                 with collector_paused(collect=True):
                     if outcome is None:  # the worker failed: this process does its work
                         _write_in_process(writer, chunk, batch_size)
@@ -122,8 +168,6 @@ def ingest_files(
                 if not group:
                     break
                 writer.write(group)
-    writer.checkpoint()
-    return writer.results
 
 
 class Entry(NamedTuple):
@@ -155,6 +199,8 @@ class _GroupWriter:
         self.dry_run = dry_run
         self.results: list[FileResult] = []
         self.wrote = False
+        #: Every client_item_id the run's pushes carried, when a full refresh needs them.
+        self.seen: set[str] | None = None
 
     def invalid(self, feed: FeedFile, error: Exception | str) -> None:
         self.results.append(FileResult(feed, "invalid", error=str(error)))
@@ -266,6 +312,8 @@ class _GroupWriter:
                     responses[position:end], replayed[position:end], strict=True
                 ):
                     received = int(response["catalog_push_received_product_count"])
+                    if self.seen is not None:
+                        self.seen.update(_carried(response))
                     if again:
                         result.already_stored += received
                     if received <= self.detail_left:
@@ -295,6 +343,35 @@ class _GroupWriter:
                     already_stored=result.already_stored,
                     bytes=result.feed.size,
                 )
+
+    def delete(self, feed: FeedFile) -> None:
+        """Apply a deletions file as one delete (in batches of the delete's limit)."""
+        from .deletes import DELETE_BATCH
+
+        try:
+            ids = read_deletions(feed)
+        except PushError as exc:
+            self.invalid(feed, exc)
+            return
+        result = FileResult(feed, "ingested")
+        self.results.append(result)
+        try:
+            for number, start in enumerate(range(0, len(ids), DELETE_BATCH)):
+                result.deletions.append(
+                    self.catalog.delete(
+                        ids[start : start + DELETE_BATCH],
+                        idempotency_key=f"{feed.batch_key(DELETE_BATCH, number)}:delete",
+                        source=feed.path,
+                        flow_run_id=self.flow_run_id,
+                        dry_run=self.dry_run,
+                    )
+                )
+        except (PushError, *LAKE_ERRORS) as exc:
+            result.status, result.error = "error", first_line(exc)
+        else:
+            self.wrote = self.wrote or not self.dry_run
+        self.progress("file", file=feed.path, status=result.status, items=len(ids),
+                      already_stored=0, bytes=feed.size)  # fmt: skip
 
     def checkpoint(self) -> None:
         """After a run that wrote anything, checkpoint the tables it wrote (``Lake.checkpoint``).
@@ -348,6 +425,7 @@ def ingest(
     client: Any = None,
     strict: bool = False,
     dry_run: bool = False,
+    refresh: Refresh | None = None,
 ) -> dict[str, Any]:
     """Ingest every new or changed feed file under ``source``; return the run summary.
 
@@ -362,6 +440,10 @@ def ingest(
     ``strict`` refuses items for warnings too. ``dry_run`` answers what the
     run would, writing nothing: no lake is created, nothing is repaired,
     and the files are not recorded, so a real run afterwards reads them all.
+
+    ``refresh`` makes the run a full-catalog refresh: once every file is
+    stored, the items of its scope that the run did not carry are deleted
+    (``deletes.refresh``), and ``summary["refresh"]`` says which, or why none.
     """
     started, started_at = time.perf_counter(), catalog.clock()
     # The source is looked at before the lake is touched: a mistyped source
@@ -371,7 +453,10 @@ def ingest(
     if not dry_run:
         catalog.lake.ensure()
         # A push interrupted earlier (a killed run) is finished before new work.
-        repaired = [r["catalog_push_request_id"] for r in catalog.repair(metrics=False)]
+        repaired = [
+            r.get("catalog_push_request_id") or r["catalog_delete_request_id"]
+            for r in catalog.repair(metrics=False)
+        ]
     if repaired:
         progress("repaired", pushes=len(repaired))
     progress(
@@ -382,6 +467,7 @@ def ingest(
         bytes=sum(f.size for f in plan_.to_ingest),
     )
     results = list(plan_.refused)
+    seen: set[str] | None = set() if refresh is not None else None
     results += ingest_files(
         catalog,
         plan_.to_ingest,
@@ -395,6 +481,7 @@ def ingest(
         client,
         strict,
         dry_run,
+        seen,
     )
     if not dry_run:
         _recorded(
@@ -411,6 +498,9 @@ def ingest(
         skipped_reasons=plan_.reasons,
     )
     summary["repaired"] = repaired
+    if refresh is not None:
+        summary["refresh"] = _refreshed(catalog, refresh, plan_, results, seen or set(),
+                                        dry_run, flow_run_id)  # fmt: skip
     if dry_run:
         summary[DRY_RUN_KEY] = True
         return summary
@@ -420,6 +510,38 @@ def ingest(
         sum(len(r.responses) for r in results),
     )
     return summary
+
+
+def _refreshed(
+    catalog: Catalog,
+    how: Refresh,
+    plan_: Plan,
+    results: list[FileResult],
+    seen: set[str],
+    dry_run: bool,
+    flow_run_id: str | None,
+) -> dict[str, Any]:
+    """A full refresh's deletes after the run's files (``deletes.refresh``)."""
+    unread = [f.path for f in plan_.skipped if plan_.reasons.get(f.path, SKIP_UNCHANGED)
+              != SKIP_UNCHANGED]  # fmt: skip
+    return refresh_catalog(
+        catalog,
+        how,
+        source=plan_.source,
+        run_id=plan_.run_id,
+        failed_files=[r.feed.path for r in results if r.status != "ingested"] + unread,
+        seen=seen,
+        unchanged=[(f.path, f.checksum) for f in plan_.skipped if f.path not in unread],
+        dry_run=dry_run,
+        flow_run_id=flow_run_id,
+    )
+
+
+def _carried(response: dict[str, Any]) -> list[str]:
+    """The client ids a push response names: those stored, and those refused that had one."""
+    stored = [client_id for entry in response["items"] for client_id in entry]
+    failed = [f["client_item_id"] for f in response[FAILED_ITEMS_KEY] if f.get("client_item_id")]
+    return stored + failed
 
 
 def brief(response: dict[str, Any]) -> dict[str, Any]:

@@ -367,7 +367,7 @@ class Lake:
         metadata: dict[str, str] | None = None,
         known: Any = None,
         fence: int | None = None,
-    ) -> dict[str, int]:
+    ) -> dict[str, Any]:
         """Insert new ``client_item_id`` rows and replace older versions of known ones.
 
         ``known`` marks the rows whose id was found in the table just before
@@ -379,13 +379,20 @@ class Lake:
         its stored version only when it is at least as new (``updated_at``),
         so replaying an old push after a crash never rolls an item back, and
         it leaves ``blocks.KEPT_ON_UPDATE`` as stored (``blocks.upserted``).
+        Returns the counts, and the ids of incoming rows older than the stored
+        ones (``kept_ids``).
         """
         data = data.cast(TABLES[name])
         if data.num_rows == 0:
             return {}
         if known is not None and not np.asarray(known, dtype=bool).any():
             self.append(name, data, metadata, fence)
-            return {"inserted": data.num_rows, "updated": 0, "kept": 0}
+            return {
+                "inserted": data.num_rows,
+                "updated": 0,
+                "kept": 0,
+                "kept_ids": pa.array([], pa.string()),
+            }
         if PARTITIONS.get(name) != ["id_block"]:
             raise LakeError(f"table {name!r} is not kept in id blocks; it cannot be upserted")
         if pc.count_distinct(data["client_item_id"]).as_py() != data.num_rows:
@@ -399,7 +406,8 @@ class Lake:
         metadata: dict[str, str] | None = None,
         known: Any = None,
         fence: int | None = None,
-    ) -> dict[str, int]:
+        admit: Any = None,
+    ) -> dict[str, Any]:
         """``upsert`` fenced, retried until no other writer got between.
 
         For rows whose ids are settled (records, after their items commit):
@@ -410,6 +418,13 @@ class Lake:
         so its commit moved the fence and the append fails rather than add
         a second row. After a lost race every attempt reads and folds the
         blocks at the table's current fence.
+
+        ``admit`` (rows in, the rows still to write out) is asked after the
+        fence of each attempt that reads it: a records write drops the rows
+        whose item another writer deleted or replaced meanwhile
+        (``store.live_records``). A delete moves the records fence, so a
+        write that read items before the delete's records commit fails,
+        and looks again.
         """
         for attempt in races():
             with attempt:
@@ -417,12 +432,37 @@ class Lake:
                 if first and fence is not None and known is not None:
                     return self.upsert(name, data, metadata, known=known, fence=fence)
                 _, current = self.fence(name)
-                return self.upsert(name, data, metadata, fence=current)
+                rows = data if admit is None else admit(data)
+                return self.upsert(name, rows, metadata, fence=current)
+        raise AssertionError("unreachable: the last lost race is raised")
+
+    def fold_blocks(
+        self, name: str, blocks: Any, change, metadata: dict[str, str] | None = None
+    ) -> Any:
+        """Rewrite the id ``blocks`` with ``change(stored rows)``'s rows, fenced, until it lands.
+
+        ``change`` returns the blocks' new rows and a result to hand back;
+        it runs again on the winner's rows after a lost race. A fenced
+        table's fence moves, so a writer that derived rows from a read
+        before this commit derives them again (a delete's tombstones and
+        removed records, issue 27).
+        """
+        predicate = blocks_predicate(blocks)
+        for attempt in races():
+            with attempt:
+                _, current = self.fence(name) if name in FENCES else (None, None)
+                return self._overwrite_blocks(
+                    name,
+                    predicate,
+                    lambda table: change(self._read_blocks(name, table, predicate)),
+                    metadata,
+                    current,
+                )
         raise AssertionError("unreachable: the last lost race is raised")
 
     def _rewrite_blocks(
         self, name: str, data: pa.Table, metadata, fence: int | None = None
-    ) -> dict[str, int]:
+    ) -> dict[str, Any]:
         """Read the id blocks ``data`` touches, fold it in with Arrow, and write them back.
 
         A Delta merge of 5 rows into a million-row table took 170-300 ms
@@ -438,7 +478,7 @@ class Lake:
         predicate = blocks_predicate(data["id_block"])
 
         def fold(table: DeltaTable) -> tuple[pa.Table, dict[str, int]]:
-            return upserted(self._read_blocks(name, table, predicate), data)
+            return upserted(self._read_blocks(name, table, predicate), data, name)
 
         return self._overwrite_blocks(name, predicate, fold, metadata, fence)
 
@@ -474,25 +514,35 @@ class Lake:
 
         return self._committed(name, write, fence)
 
-    def _read_blocks(self, name: str, table: DeltaTable, predicate: str) -> pa.Table:
-        """Every row stored in the given id blocks, with the table's schema."""
+    def read_blocks(self, name: str, blocks: Any, columns: list[str] | None = None) -> pa.Table:
+        """The rows of some id blocks (or their ``columns``), as the table holds them now."""
+        table = self.table(name)
+        if table is None or len(blocks) == 0:
+            return TABLES[name].empty_table().select(columns or TABLES[name].names)
+        return self._read_blocks(name, table, blocks_predicate(blocks), columns)
+
+    def _read_blocks(
+        self, name: str, table: DeltaTable, predicate: str, columns: list[str] | None = None
+    ) -> pa.Table:
+        """Every row stored in the given id blocks, with the table's schema (or ``columns``)."""
         schema = TABLES[name]
         try:
             if is_local(self.uri):
                 listed = table.file_uris(file_pruning_predicate=predicate)
                 paths = [u.removeprefix("file://") for u in listed]
                 if not paths:
-                    return schema.empty_table()
+                    return schema.empty_table().select(columns or schema.names)
                 root = table.table_uri.removeprefix("file://").rstrip("/")
-                found = blocks_dataset(paths, root).to_table()
+                found = blocks_dataset(paths, root, _added(name)).to_table(columns=columns)
             else:  # this snapshot, not a refreshed one: a fenced commit was checked at it
                 reader = QueryBuilder().register(name, table)
+                selected = ", ".join(f'"{c}"' for c in columns) if columns else "*"
                 found = pa.RecordBatchReader.from_stream(
-                    reader.execute(f'SELECT * FROM "{name}" WHERE {predicate}')
+                    reader.execute(f'SELECT {selected} FROM "{name}" WHERE {predicate}')
                 ).read_all()
         except (DeltaError, OSError, pa.ArrowException) as exc:
             raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
-        return conform(found, schema)
+        return conform(found, schema, columns)
 
     def update_matched(
         self,
@@ -604,6 +654,11 @@ class Lake:
         """
         table = self.table(name) if refresh or name not in self._tables else self._tables[name]
         return None if table is None else table.version()
+
+
+def _added(name: str) -> list[pa.Field]:
+    """The fields added to a table after its first release (``ADDED_COLUMNS``)."""
+    return [TABLES[name].field(c) for c in ADDED_COLUMNS.get(name, ())]
 
 
 def _description(name: str) -> str | None:

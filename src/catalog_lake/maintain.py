@@ -18,6 +18,7 @@ from . import reads
 from .lake import sql_timestamp
 from .records import Batch, derive_records, unpack_attributes
 from .schemas import ITEMS, RECORDS, STR_LIST, TABLES
+from .store import live_records
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
     from .catalog import Catalog
@@ -43,7 +44,9 @@ def reprice(catalog: Catalog, since: datetime | None, now: datetime) -> int:
         f"(discount_end_date > {since_sql} AND discount_end_date <= {now_sql}))"
     )
     rows = catalog.lake.read(
-        "items", f'SELECT * FROM "items" WHERE discounted_price IS NOT NULL AND {crossed}'
+        "items",
+        f'SELECT * FROM "items" WHERE discounted_price IS NOT NULL AND deleted_at IS NULL '
+        f"AND {crossed}",
     )
     if rows.num_rows == 0:
         return 0
@@ -58,7 +61,12 @@ def reprice(catalog: Catalog, since: datetime | None, now: datetime) -> int:
     derived = derive_records(Batch(frame, lists), now, catalog.synonyms).table(RECORDS)
     changed = changed_records(catalog, derived)
     if changed.num_rows:
-        catalog.lake.upsert_fenced("records", changed, {"catalog_lake.operation": "reprice"})
+        catalog.lake.upsert_fenced(
+            "records",
+            changed,
+            {"catalog_lake.operation": "reprice"},
+            admit=lambda rows: live_records(catalog.lake, rows),  # a delete meanwhile wins
+        )
     return changed.num_rows
 
 
@@ -71,11 +79,33 @@ def changed_records(catalog: Catalog, derived: pa.Table) -> pa.Table:
     """
     ids = derived["client_item_id"].to_pylist()
     # id_block follows object_id (and is a partition column, not in the files).
-    content = [c for c in RECORDS.names if c not in ("updated_at", "id_block")]
+    content = [c for c in RECORDS.names if c not in ("updated_at", "received_at", "id_block")]
     stored = reads.lookup(catalog.lake, "records", "client_item_id", ids, content)
     before = {row["client_item_id"]: row for row in stored.to_pylist()}
     keep = [before.get(row["client_item_id"]) != row for row in derived.select(content).to_pylist()]
     return derived.filter(pa.array(keep, pa.bool_()))
+
+
+def cursor_retention(catalog: Catalog, now: datetime) -> int:
+    """Hours of removed records files that the oldest ``sync`` cursor still needs, or 0.
+
+    A cursor at version v reads the files of v's snapshot; every one removed
+    since was removed after v was committed, so keeping removed files for
+    as long as v is old keeps them all (issue 27: a vacuum under a cursor
+    made its next ``changes`` fail).
+    """
+    from .changes import needed_version
+
+    version = needed_version(catalog.lake)
+    table = catalog.lake.table("records")
+    if version is None or table is None:
+        return 0
+    times = [c["timestamp"] for c in table.history() if c.get("version") == version]
+    if not times:
+        return 0
+    committed = pd.Timestamp(times[0], unit="ms", tz="UTC")
+    age = pd.Timestamp(now).tz_convert("UTC") - committed
+    return int(age.total_seconds() // 3600) + 2
 
 
 def maintain(
@@ -97,9 +127,15 @@ def maintain(
         "retention_hours": retention_hours,
         "tables": {},
     }
+    kept = cursor_retention(catalog, started_at)
+    if kept > retention_hours:
+        report["records_retention_hours"] = kept  # a sync cursor still needs older files
     for name in TABLES:
         done = catalog.lake.tidy(
-            name, compact=compact, vacuum=vacuum, retention_hours=retention_hours
+            name,
+            compact=compact,
+            vacuum=vacuum,
+            retention_hours=max(retention_hours, kept) if name == "records" else retention_hours,
         )
         # A compaction is one large commit: checkpoint it so no one replays it.
         if catalog.lake.checkpoint([name]):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pandera.pandas as pa
 import pyarrow as pa_
+import pyarrow.compute as pc
 
 from . import reads, settings
 from .errors import CatalogLakeError, LakeError
@@ -108,15 +109,20 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
     frame = frame.drop_duplicates("client_item_id", keep="last")
     keys = frame["client_item_id"].tolist()
     found = reads.lookup(
-        catalog.lake, "items", "client_item_id", keys, ["client_item_id", "object_id"]
+        catalog.lake, "items", "client_item_id", keys, ["client_item_id", "object_id", "deleted_at"]
     )
+    # A deleted item is not updated: its metrics would come back with it unasked.
+    gone = found.filter(pc.is_valid(found["deleted_at"]))["client_item_id"].to_pylist()
+    found = found.filter(pc.is_null(found["deleted_at"]))
     known = set(found["client_item_id"].to_pylist())
+    deleted = set(gone)
     # The partition of each item, so the merge rewrites only those blocks.
     block_of = pd.Series(
         found["object_id"].to_numpy() // settings.ID_BLOCK_SIZE,
         index=found["client_item_id"].to_numpy(zero_copy_only=False),
     )
-    unknown = [k for k in keys if k not in known]
+    unknown = [k for k in keys if k not in known and k not in deleted]
+    deleted_ids = [k for k in keys if k in deleted]
     frame = frame[frame["client_item_id"].isin(known)]
     updated = 0
     if len(frame):
@@ -147,6 +153,8 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
         "updated": updated,
         "unknown_count": len(unknown),
         "unknown_ids": unknown[:UNKNOWN_SHOWN],
+        "deleted_count": len(deleted_ids),
+        "deleted_ids": deleted_ids[:UNKNOWN_SHOWN],
         "invalid_count": len(invalid),
         "invalid_rows": invalid[:UNKNOWN_SHOWN],
     }

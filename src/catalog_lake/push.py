@@ -280,6 +280,7 @@ def raw_rows(
             "flow_run_id": per_item([p.flow_run_id for p in pushes]),
             "idempotency_key": per_item([p.idempotency_key for p in pushes]),
             "strict": pa.array(np.repeat([p.strict for p in pushes], sizes).astype(bool)),
+            "operation": pa.nulls(len(ids), pa.string()),  # a push (a delete says "delete")
         },
         schema=RAW,
     )

@@ -17,13 +17,12 @@ from typing import Any
 import pandas as pd
 import polars as pl
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from .blocks import blocks_dataset, file_path
 from .errors import LakeError
 from .filters import compile_where
 from .lake import STORE_ERRORS, Lake, conform, first_line, is_local
-from .schemas import PARTITIONS, TABLES
+from .schemas import ADDED_COLUMNS, PARTITIONS, TABLES
 
 
 def select(
@@ -146,7 +145,8 @@ def scan(lake: Lake, name: str, columns: list[str]) -> pa.Table:
             paths = [u.removeprefix("file://") for u in table.file_uris()]
             if not paths:
                 return TABLES[name].empty_table().select(columns)
-            stored = ds.dataset(paths, format="parquet").to_table(columns=columns)
+            added = [TABLES[name].field(c) for c in ADDED_COLUMNS.get(name, ())]
+            stored = blocks_dataset(paths, None, added).to_table(columns=columns)
         else:
             selected = ", ".join(f'"{c}"' for c in columns)
             stored = lake.read(name, f'SELECT {selected} FROM "{name}"')

@@ -403,6 +403,9 @@ def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Ba
             "variant": rows["variant"],
             "updated_at": rows["updated_at"],
             "id_block": rows["object_id"].astype("int64") // settings.ID_BLOCK_SIZE,
+            # The item's push time: the replay guard. ``updated_at`` is where the content
+            # last changed, which the upsert keeps when this record changes nothing.
+            "received_at": rows["updated_at"],
         }
     )
     lists = {

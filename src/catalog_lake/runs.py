@@ -104,7 +104,7 @@ def record_files(
         "status": [r.status for r in results],
         "error": [r.error for r in results],
         "items": [r.items for r in results],
-        "request_ids": [[x["catalog_push_request_id"] for x in r.responses] for r in results],
+        "request_ids": [r.request_ids for r in results],
         "run_id": [plan_.run_id] * len(results),
         "flow_run_id": [flow_run_id] * len(results),
         "seen_at": [now] * len(results),

@@ -42,6 +42,10 @@ def _items_schema() -> pa_.Schema:
         pa_.field("first_seen_at", TS, nullable=False),
         pa_.field("updated_at", TS, nullable=False),
         pa_.field("request_id", pa_.string(), nullable=False),
+        # A tombstone (issue 27): when the item was deleted, and by which request. The row
+        # stays, so its service id stays reserved; a later push of the id clears both.
+        pa_.field("deleted_at", TS),
+        pa_.field("deleted_by", pa_.string()),
     ]
     return pa_.schema(fields)
 
@@ -75,8 +79,13 @@ RECORDS = pa_.schema(
         pa_.field("lake_category", pa_.string()),
         pa_.field("variant_group_id", pa_.string()),
         pa_.field("variant", pa_.string()),
+        # When the record's content last changed: an unchanged re-push leaves it (issue 27).
         pa_.field("updated_at", TS, nullable=False),
         pa_.field("id_block", pa_.int64(), nullable=False),  # object_id // ID_BLOCK_SIZE
+        # When the push that last sent the item was received: the replay guard
+        # (``blocks.GUARD``). Null on rows written before it existed (their
+        # ``updated_at`` was that time).
+        pa_.field("received_at", TS),
     ]
 )
 
@@ -97,6 +106,9 @@ RAW = pa_.schema(
         # True: a strict push, whose warnings refused items. Null on rows written
         # before warnings existed, which were all judged so (``push.strict_of``).
         pa_.field("strict", pa_.bool_()),
+        # What the request was: null for a push (every row before issue 27), "delete"
+        # for a delete request, whose item_json is {"client_item_id": ...}.
+        pa_.field("operation", pa_.string()),
     ]
 )
 
@@ -156,6 +168,7 @@ PUSHES = pa_.schema(
         pa_.field("idempotency_key", pa_.string()),
         pa_.field("payload_sha256", pa_.string()),
         pa_.field("response_json", pa_.string(), nullable=False),
+        pa_.field("operation", pa_.string()),  # null: a push; "delete": a delete request
     ]
 )
 
@@ -186,6 +199,20 @@ RUNS = pa_.schema(
     ]
 )
 
+#: Where each ``sync`` target stands: the records version its last export reached.
+#: Append-only; a target's latest row is its cursor.
+CURSORS = pa_.schema(
+    [
+        pa_.field("target", pa_.string(), nullable=False),
+        pa_.field("format", pa_.string(), nullable=False),
+        pa_.field("version", pa_.int64(), nullable=False),
+        pa_.field("synced_at", TS, nullable=False),
+        pa_.field("file", pa_.string()),
+        pa_.field("upserts", pa_.int64()),
+        pa_.field("deletes", pa_.int64()),
+    ]
+)
+
 TABLES: dict[str, pa_.Schema] = {
     "raw": RAW,
     "items": ITEMS,
@@ -195,6 +222,7 @@ TABLES: dict[str, pa_.Schema] = {
     "pushes": PUSHES,
     "files": FILES,
     "runs": RUNS,
+    "cursors": CURSORS,
 }
 #: Partition columns per table. raw grows forever, so it is split by day;
 #: items and records by blocks of service ids, so that an update rewrites
@@ -223,7 +251,10 @@ STATS_COLUMNS: dict[str, list[str]] = {
 #: Nullable columns added to a table after its first release: ``Lake.ensure``
 #: adds them to an existing table instead of refusing it.
 ADDED_COLUMNS: dict[str, list[str]] = {
-    "raw": ["source", "flow_run_id", "idempotency_key", "strict"],
+    "raw": ["source", "flow_run_id", "idempotency_key", "strict", "operation"],
+    "items": ["deleted_at", "deleted_by"],
+    "records": ["received_at"],
+    "pushes": ["operation"],
 }
 #: Columns whose type changed after a release, with the type earlier lakes hold:
 #: ``Lake.ensure`` rewrites such a table once, cast to today's schema (records

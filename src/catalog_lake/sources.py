@@ -123,10 +123,20 @@ class FileResult:
     #: responses are the stored ones, and nothing was written again.
     already_stored: int = 0
 
+    #: A deletions file's delete responses (issue 27); its ``responses`` stay empty.
+    deletions: list[dict[str, Any]] = field(default_factory=list)
+
     @property
     def items(self) -> int:
         """Items received from this file."""
         return sum(int(r["catalog_push_received_product_count"]) for r in self.responses)
+
+    @property
+    def request_ids(self) -> list[str]:
+        """The request ids of the file's pushes, or of its deletes."""
+        return [r["catalog_push_request_id"] for r in self.responses] + [
+            r["catalog_delete_request_id"] for r in self.deletions
+        ]
 
 
 #: Why a file of the source was passed over, as the run reports it.
@@ -234,6 +244,25 @@ def _sha256(path: Path) -> str:
 def _is_feed(name: str) -> bool:
     name = name.lower().removesuffix(".gz")
     return name.endswith(FEED_SUFFIXES)
+
+
+#: A feed file of deletions (issue 27): JSON Lines of ``{"client_item_id": "..."}``,
+#: applied in feed order, after the files before it and before the files after it.
+DELETE_SUFFIXES = (".delete.jsonl", ".delete.ndjson")
+
+
+def is_deletions(path: str) -> bool:
+    """Whether a feed file (by name) lists deletions rather than items."""
+    return path.lower().removesuffix(".gz").endswith(DELETE_SUFFIXES)
+
+
+def read_deletions(feed: FeedFile) -> list[Any]:
+    """The ``client_item_id`` of each line of a deletions file, in order.
+
+    A line without one gives None, which the delete refuses for that line
+    alone; a file that is not JSON Lines of objects raises ``PushError``.
+    """
+    return [item.get("client_item_id") for item in read_items(feed)]
 
 
 def read_items(feed: FeedFile) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import FenceMoved, PushError
 from .keys import Keys
@@ -238,12 +239,19 @@ def _write(
             catalog.lake.append("warnings", warning_rows(pushes, warned_by_push), metadata)
         # Read before the ids are settled: see ``Lake.upsert_fenced``.
         _, records_fence = catalog.lake.fence("records")
-        items = _store_items(catalog, checked, request_ids, received_at, metadata)
+        items, older = _store_items(catalog, checked, request_ids, received_at, metadata)
         if len(items):
-            known = items.frame["known"].to_numpy(dtype=bool)
-            records = derive_records(items, None, catalog.synonyms)
+            # An item the lake holds newer (a later push, or a delete) keeps its record.
+            won = ~items.frame["client_item_id"].isin(older).to_numpy()
+            known = items.frame["known"].to_numpy(dtype=bool)[won]
+            records = derive_records(items, None, catalog.synonyms).table(RECORDS).filter(won)
             catalog.lake.upsert_fenced(
-                "records", records.table(RECORDS), metadata, known, records_fence
+                "records",
+                records,
+                metadata,
+                known,
+                records_fence,
+                admit=lambda rows: live_records(catalog.lake, rows),
             )
         answers = plan_responses(pushes, checked, items, failed_by_push, warned_by_push)
         return _store_pushes(catalog, pushes, answers, sizes, fence, metadata)
@@ -267,9 +275,9 @@ def _store_items(
         with attempt:
             items = identified(catalog.keys, checked, request_ids, received_at)
             if not len(items):
-                return items
+                return items, []
             try:
-                catalog.lake.upsert(
+                counts = catalog.lake.upsert(
                     "items",
                     items.table(ITEMS),
                     metadata,
@@ -280,8 +288,33 @@ def _store_items(
                 catalog.keys.forget()  # read the index again: it is stale or partly written
                 raise
             catalog.keys.remember(items)
-            return items
+            return items, counts["kept_ids"].to_pylist() if counts else []
     raise AssertionError("unreachable: the last lost race is raised")
+
+
+def live_records(lake: Lake, rows: pa.Table) -> pa.Table:
+    """The records of ``rows`` whose item is still the one they were derived from.
+
+    A record is written for the item row of the push that last wrote it
+    (``received_at`` equals the item's ``updated_at``), never for a
+    tombstone: a delete or a newer push that committed its items after the
+    record was derived wins (docs/design.md, "Deletes").
+    """
+    if rows.num_rows == 0:
+        return rows
+    items = lake.read_blocks(
+        "items", rows["id_block"], ["client_item_id", "updated_at", "deleted_at"]
+    )
+    pairs = (
+        rows.select(["client_item_id"])
+        .append_column("_row", pa.array(np.arange(rows.num_rows), pa.int64()))
+        .join(items, "client_item_id", join_type="inner")
+    )
+    stamps = rows["received_at"].take(pairs["_row"])
+    current = pc.and_(
+        pc.equal(pairs["updated_at"], stamps), pc.is_null(pairs["deleted_at"])
+    ).fill_null(False)
+    return rows.take(np.sort(pairs["_row"].filter(current).to_numpy()))
 
 
 def _store_pushes(

@@ -94,9 +94,11 @@ def run_failed(summary: dict[str, Any]) -> bool:
     A file that failed before and was skipped unchanged is still broken, so a
     scheduled run over it fails too (exit 1, a ``Failed`` flow run) until the
     file is fixed, replaced or removed: a schedule stays red while a feed is broken.
+    A full refresh that stopped short of its deletes fails the run too.
     """
     files = summary["files"]
-    return bool(files["failed"] or files.get("still_failing"))
+    stopped = (summary.get("refresh") or {}).get("status") == "stopped"  # a refresh held back
+    return bool(files["failed"] or files.get("still_failing") or stopped)
 
 
 def run_summary(
@@ -185,6 +187,7 @@ def run_summary(
                     f.path for f in skipped if skipped_reasons.get(f.path) == SKIP_FAILED
                 ],
             },
+            "deletions": _deletions(results),
             "batches": [{"file": path, **response} for path, response in responses],
             "duration_s": round(duration_s, 3),
             "items_per_second": (
@@ -194,6 +197,17 @@ def run_summary(
         }
     )
     return summary
+
+
+def _deletions(results: list[Any]) -> dict[str, Any]:
+    """What the run's deletions files deleted (issue 27), by outcome."""
+    outcomes: Counter[str] = Counter()
+    request_ids = []
+    for result in results:
+        for response in getattr(result, "deletions", []):
+            request_ids.append(response["catalog_delete_request_id"])
+            outcomes.update(entry["status"] for entry in response["items"])
+    return {"requests": len(request_ids), "request_ids": request_ids, **dict(outcomes)}
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
@@ -225,6 +239,40 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"{len(files['skipped']):,} skipped: "
             + "; ".join(f"{n:,} {reason}" for reason, n in reasons.items()),
         ]
+    deletions = summary.get("deletions") or {}
+    if deletions.get("requests"):
+        counted = {k: v for k, v in deletions.items() if k not in ("requests", "request_ids")}
+        lines += [
+            "",
+            "Deletions files: " + ", ".join(f"{n:,} {what.replace('_', ' ')}"
+                                            for what, n in counted.items()),
+        ]  # fmt: skip
+    refresh = summary.get("refresh")
+    if refresh:
+        lines += ["", "## Full refresh", ""]
+        status = refresh["status"]
+        if status == "stopped":
+            lines.append(f"**Stopped:** {refresh['reason']}")
+        elif status == "nothing_to_delete":
+            lines.append(
+                f"Nothing to delete: the run carried all {refresh.get('in_scope', 0):,} items "
+                f"in scope ({refresh['scope']})."
+            )
+        else:
+            verb = {"deleted": "deleted", "dry_run": "would be deleted"}.get(status, "deleted")
+            count = refresh.get("deleted") if status == "deleted" else refresh.get("to_delete", 0)
+            lines.append(
+                f"{count:,} of {refresh.get('in_scope', 0):,} items in scope "
+                f"({refresh['scope']}) {verb}."
+            )
+            if refresh.get("ids"):
+                shown = refresh["ids"][:50]
+                more = len(refresh["ids"]) - len(shown)
+                lines.append(
+                    "Ids: "
+                    + ", ".join(f"`{i}`" for i in shown)
+                    + (f" and {more:,} more" if more else "")
+                )
     if summary["top_failure_codes"]:
         lines += ["", "## Top failure codes", "", "| code | count |", "|---|---:|"]
         lines += [f"| `{c['code']}` | {c['count']} |" for c in summary["top_failure_codes"]]

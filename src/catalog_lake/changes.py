@@ -1,0 +1,359 @@
+"""What changed in the records between two versions, and its way to search engines (issue 27).
+
+``changes`` answers with one operation per object: the records upserted and
+the objects deleted between two versions of the ``records`` table, netted so
+that the last state in the range wins and an object whose content is the
+same at both ends is no change at all.
+
+Mechanism (docs/design.md, "The change feed"): a record lives in the Parquet
+files of its id block, and a write replaces whole files, never parts of
+them. So the blocks whose files differ between the two versions' snapshots
+hold every change, and no other block can: those blocks are read at both
+versions and compared by ``object_id`` and content. The cost follows the
+blocks a range touched, not the lake. It needs no table feature, so it works
+on lakes written before it, and on any store; it needs the old version's
+files, which ``maintain`` keeps while a ``sync`` cursor needs them.
+
+``sync`` exports each new range to a target folder or ``s3://`` prefix and
+keeps its cursor in the lake's ``cursors`` table.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from . import reads
+from .errors import CatalogLakeError, LakeError
+from .exports import EXPORTED, require_format, write_export
+from .lake import STORE_ERRORS, Lake, conform, first_line, is_local, quote
+from .schemas import CURSORS, RECORDS
+
+#: Formats whose engine takes deletions in a request of their own: ``changes``
+#: writes their ids apart (``deletes``), as a JSON array.
+SEPARATE_DELETES = ("meilisearch", "typesense")
+
+
+@dataclass(frozen=True)
+class Changes:
+    """The records' changes in ``(since, until]``: upserts (whole records) and deleted ids."""
+
+    since: int
+    until: int
+    upserts: pa.Table  # EXPORTED columns, by object_id
+    deletes: pa.Array  # object_id (int64), ascending
+    blocks_read: int = 0
+
+    def __len__(self) -> int:
+        return self.upserts.num_rows + len(self.deletes)
+
+
+def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Changes:
+    """The records upserted and deleted after version (or time) ``since`` up to ``until``.
+
+    ``since`` and ``until`` take what ``--as-of`` takes: a records version, a
+    date or a date-time (the version in force then). ``until`` defaults to the
+    latest version.
+
+    Raises:
+        LakeError: a version the table never had, a range that ends before it
+            starts, or an old version whose files are gone (vacuumed): the
+            message offers a full export instead.
+    """
+    table = lake.table("records")
+    if table is None:
+        lake.require()
+        raise LakeError("the lake has no records table yet; push or ingest a feed first")
+    start = reads.version_as_of("records", table, since)
+    end = table.version() if until is None else reads.version_as_of("records", table, until)
+    if end < start:
+        raise LakeError(f"--until (version {end}) is before --since (version {start})")
+    empty = pa.array([], pa.int64())
+    if end == start:
+        return Changes(start, end, RECORDS.empty_table().select(EXPORTED), empty)
+    try:
+        before_table, after_table = _snapshot(lake, table, start), _snapshot(lake, table, end)
+        before_files, after_files = _files(before_table), _files(after_table)
+    except (*STORE_ERRORS, CatalogLakeError) as exc:
+        raise _behind(start, exc) from None
+    touched = sorted(
+        {b for p, b in after_files.items() if before_files.get(p) != b}
+        | {b for p, b in before_files.items() if after_files.get(p) != b}
+    )
+    if not touched:
+        return Changes(start, end, RECORDS.empty_table().select(EXPORTED), empty)
+    try:
+        before = _rows(before_table, touched, lake.storage_options)
+        after = _rows(after_table, touched, lake.storage_options)
+    except (*STORE_ERRORS, pl.exceptions.PolarsError) as exc:
+        raise _behind(start, exc) from None
+    joined = after.join(before, on="object_id", how="left", suffix="__before")
+    content = [c for c in EXPORTED if c != "object_id"]
+    existed = pl.col("client_item_id__before").is_not_null()
+    same = pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"{c}__before")) for c in content])
+    upserts = joined.filter(~(existed & same)).select(EXPORTED).sort("object_id")
+    gone = before.join(after, on="object_id", how="anti").select("object_id").sort("object_id")
+    return Changes(
+        start,
+        end,
+        conform(upserts.to_arrow(), RECORDS, EXPORTED),
+        gone.to_series().to_arrow().cast(pa.int64()),
+        len(touched),
+    )
+
+
+def _snapshot(lake: Lake, latest: DeltaTable, version: int) -> DeltaTable:
+    """The records table at ``version``: the open table when it is the latest."""
+    if version == latest.version():
+        return latest
+    return DeltaTable(lake.path("records"), version=version, storage_options=lake.storage_options)
+
+
+def _files(table: DeltaTable) -> dict[str, int]:
+    """Every data file of a snapshot of the records table, with its id block."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return {}
+    blocks = actions["partition.id_block"].cast(pa.int64()).to_pylist()
+    return dict(zip(actions["path"].to_pylist(), blocks, strict=True))
+
+
+def _rows(table: DeltaTable, blocks: list[int], options: dict[str, str] | None) -> pl.DataFrame:
+    """The records of some id blocks of a snapshot, their exported columns in today's types."""
+    frame = pl.scan_delta(table, storage_options=options).filter(pl.col("id_block").is_in(blocks))
+    stored = frame.collect_schema().names()
+    found = frame.select([c for c in EXPORTED if c in stored]).collect().to_arrow()
+    arrays = {
+        c: found[c] if c in found.column_names else pa.nulls(found.num_rows) for c in EXPORTED
+    }
+    return pl.from_arrow(conform(pa.table(arrays), RECORDS, EXPORTED))  # type: ignore[return-value]
+
+
+def _behind(version: int, exc: BaseException) -> LakeError:
+    return LakeError(
+        f"the lake no longer holds records version {version} ({first_line(exc)}): its files "
+        "were vacuumed, or its log cleaned up. Export the whole catalog instead "
+        "(catalog-lake export, or sync --full)"
+    )
+
+
+def write_changes(found: Changes, fmt: str, output: Any, deletes: Any = None) -> None:
+    """Write ``found`` in ``fmt``: upserts in the import format of ``write_export``, then deletes.
+
+    - ``jsonl``: ``{"op": "delete", "object_id": "17"}`` lines after the upserts;
+    - ``algolia``: ``batch`` bodies of ``deleteObject`` requests with ``objectID``;
+    - ``elasticsearch``, ``opensearch``: ``{"delete": {"_id": "17"}}`` actions;
+    - ``meilisearch``, ``typesense``: their engines take deletions in a request of
+      their own, so the ids go to ``deletes`` as one JSON array (``[]`` when none).
+
+    Raises:
+        CatalogLakeError: an unknown format, or deletions for a format that takes
+            them apart with nowhere to write them.
+    """
+    require_format(fmt)
+    if fmt in SEPARATE_DELETES and deletes is None and len(found.deletes):
+        raise CatalogLakeError(
+            f"{fmt} takes deletions in a request of its own; name a file for them "
+            "(--deletes-output FILE)"
+        )
+    write_export(found.upserts, fmt, output)
+    ids = pl.Series("key", found.deletes.cast(pa.int64()).to_pylist(), pl.Int64).cast(pl.String)
+    if fmt in SEPARATE_DELETES:
+        if deletes is not None:
+            text = "[" + ",".join(f'"{i}"' for i in ids.to_list()) + "]\n"
+            deletes.write(text if _is_text(deletes) else text.encode())
+        return
+    if not len(ids):
+        return
+    key = pl.col("key")
+    if fmt == "jsonl":
+        lines = pl.concat_str([pl.lit('{"op":"delete","object_id":"'), key, pl.lit('"}')])
+    elif fmt == "algolia":
+        request = pl.concat_str([pl.lit('{"action":"deleteObject","body":{"objectID":"'), key,
+                                 pl.lit('"}}')])  # fmt: skip
+        frame = ids.to_frame().select(
+            request.alias("request"), (pl.int_range(pl.len()) // 1000).alias("body")
+        )
+        bodies = frame.group_by("body", maintain_order=True).agg(pl.col("request").str.join(","))
+        bodies.select(pl.concat_str([pl.lit('{"requests":['), "request", pl.lit("]}")])).write_csv(
+            output, include_header=False, quote_style="never"
+        )
+        return
+    else:  # elasticsearch, opensearch
+        lines = pl.concat_str([pl.lit('{"delete":{"_id":"'), key, pl.lit('"}}')])
+    ids.to_frame().select(lines).write_csv(output, include_header=False, quote_style="never")
+
+
+def _is_text(stream: Any) -> bool:
+    import io
+
+    return isinstance(stream, io.TextIOBase)
+
+
+# --- sync ---------------------------------------------------------------------------
+
+#: File name endings of a sync's export files, per format.
+_SUFFIX = {
+    "jsonl": "jsonl",
+    "algolia": "algolia.ndjson",
+    "meilisearch": "meilisearch.ndjson",
+    "typesense": "typesense.jsonl",
+    "elasticsearch": "bulk.ndjson",
+    "opensearch": "bulk.ndjson",
+}
+
+
+def cursor(lake: Lake, target: str) -> dict[str, Any] | None:
+    """A target's cursor: the latest row the ``cursors`` table holds for it, or None."""
+    if lake.table("cursors") is None:
+        return None
+    rows = lake.read(
+        "cursors",
+        f'SELECT * FROM "cursors" WHERE target = {quote(target)} '
+        "ORDER BY synced_at DESC, version DESC LIMIT 1",
+    ).to_pylist()
+    return rows[0] if rows else None
+
+
+def cursors(lake: Lake) -> list[dict[str, Any]]:
+    """Every target's cursor (its latest row)."""
+    if lake.table("cursors") is None:
+        return []
+    rows = lake.read("cursors", 'SELECT * FROM "cursors" ORDER BY synced_at, version').to_pylist()
+    latest: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        latest[row["target"]] = row
+    return list(latest.values())
+
+
+def sync(
+    catalog: Any,
+    target: str,
+    fmt: str = "jsonl",
+    *,
+    full: bool = False,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Export what changed since ``target``'s cursor to a new file there, then advance it.
+
+    The first sync of a target (or ``full``) writes every record; each later one
+    the changes since the cursor, one file per range named by its versions, the
+    newest first, so that files sort in the order they apply
+    (``00000000000000000015-since-00000000000000000012.jsonl``). A crash between the
+    file and the cursor writes the same range again under the same name: the
+    engines' upserts and deletes are idempotent, so loading it twice is harmless.
+
+    Raises:
+        LakeError: the cursor's version is gone (vacuumed); the message offers
+            ``full``.
+    """
+    require_format(fmt)
+    lake = catalog.lake
+    lake.require()
+    lake.ensure()
+    table = lake.table("records")
+    latest = table.version() if table is not None else 0
+    previous = None if full else cursor(lake, target)
+    if previous is not None and previous["format"] != fmt:
+        raise CatalogLakeError(
+            f"{target} was synced as {previous['format']}, not {fmt}; use another target "
+            "for another format, or --full to start it again"
+        )
+    if previous is not None and previous["version"] >= latest:
+        return {"target": target, "format": fmt, "from_version": previous["version"],
+                "to_version": latest, "upserts": 0, "deletes": 0, "file": None}  # fmt: skip
+    if previous is None:
+        upserts = reads.select(lake, "records", order_by="object_id", as_of=latest)
+        found = Changes(-1, latest, upserts.select(EXPORTED), pa.array([], pa.int64()))
+        name = f"{latest:020d}-full.{_SUFFIX[fmt]}"
+    else:
+        found = changes(lake, previous["version"], latest)
+        name = f"{latest:020d}-since-{previous['version']:020d}.{_SUFFIX[fmt]}"
+    path = _join(target, name)
+    deletes_path = _join(target, name + ".deletes.json") if fmt in SEPARATE_DELETES else None
+    _write_target(path, deletes_path, found, fmt, lake)
+    row = {
+        "target": target,
+        "format": fmt,
+        "version": latest,
+        "synced_at": now or catalog.clock(),
+        "file": path,
+        "upserts": found.upserts.num_rows,
+        "deletes": len(found.deletes),
+    }
+    lake.append("cursors", pa.Table.from_pylist([row], schema=CURSORS),
+                {"catalog_lake.operation": "sync"})  # fmt: skip
+    return {
+        "target": target,
+        "format": fmt,
+        "from_version": None if previous is None else previous["version"],
+        "to_version": latest,
+        "upserts": row["upserts"],
+        "deletes": row["deletes"],
+        "file": path,
+        **({"deletes_file": deletes_path} if deletes_path else {}),
+    }
+
+
+def _join(target: str, name: str) -> str:
+    return posixpath.join(target.rstrip("/"), name) if "://" in target else str(Path(target) / name)
+
+
+def _write_target(
+    path: str, deletes_path: str | None, found: Changes, fmt: str, lake: Lake
+) -> None:
+    """Write a range's files whole: beside the target and moved into place, or put at once."""
+    if is_local(path):
+        local = Path(path.removeprefix("file://"))
+        local.parent.mkdir(parents=True, exist_ok=True)
+        partial = local.with_name(local.name + ".partial")
+        extra = Path(deletes_path.removeprefix("file://")) if deletes_path else None
+        try:
+            with partial.open("w", encoding="utf-8") as out:
+                if extra is not None:
+                    with extra.with_name(extra.name + ".partial").open("w") as side:
+                        write_changes(found, fmt, out, side)
+                    extra.with_name(extra.name + ".partial").replace(extra)
+                else:
+                    write_changes(found, fmt, out)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        partial.replace(local)
+        return
+    import shutil
+    import tempfile
+
+    from pyarrow import fs
+
+    filesystem, key = fs.FileSystem.from_uri(path)
+    with tempfile.TemporaryDirectory() as scratch:  # written whole first: then one put each
+        body, side = Path(scratch) / "body", Path(scratch) / "deletes"
+        with body.open("w", encoding="utf-8") as out, side.open("w", encoding="utf-8") as extra:
+            write_changes(found, fmt, out, extra if deletes_path else None)
+        try:
+            uploads = [(side, deletes_path)] if deletes_path else []
+            for local, remote in [*uploads, (body, path)]:
+                with (
+                    local.open("rb") as source,
+                    filesystem.open_output_stream(fs.FileSystem.from_uri(remote)[1]) as out,
+                ):
+                    shutil.copyfileobj(source, out)
+        except (OSError, pa.ArrowException) as exc:
+            raise LakeError(f"cannot write {path}: {first_line(exc)}") from None
+
+
+def needed_version(lake: Lake) -> int | None:
+    """The oldest records version a sync cursor still needs (``maintain`` keeps its files)."""
+    found = [c["version"] for c in cursors(lake)]
+    return min(found) if found else None
+
+
+__all__ = ["Changes", "changes", "cursor", "cursors", "needed_version", "sync", "write_changes"]
