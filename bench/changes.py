@@ -5,8 +5,10 @@ Then, ``--rounds`` times each, a push of ``--push`` items lands and its changes
 are exported (``Catalog.changes`` + ``write_changes``, JSON Lines):
 
 - ``new``: items the lake never had (they land in the newest id block);
-- ``updates``: new prices for items spread over the whole lake (every push
-  touches about as many id blocks as it has items, up to all of them);
+- ``updates``: new prices for items 50 ids apart (a 1,000-item push touches 25
+  id blocks of 2,048 ids);
+- ``scattered``: new prices for items drawn from the whole lake (a 1,000-item
+  push into a million records touches most of its 489 blocks);
 - ``unchanged``: the same items again (a change feed of nothing).
 
 The baseline, in the same run: a full export of the lake (``Catalog.export``),
@@ -66,7 +68,8 @@ def changes(
             return time.perf_counter() - started
 
         baseline = [full() for _ in range(3)]
-        timings: dict[str, list[float]] = {"new": [], "updates": [], "unchanged": []}
+        timings: dict[str, list[float]] = {"new": [], "updates": [], "scattered": [],
+                                           "unchanged": []}  # fmt: skip
         counted: dict[str, int] = {}
         fresh = items
         for number in range(rounds):
@@ -77,7 +80,9 @@ def changes(
                 else:
                     start = rng.randrange(0, items - push * 50)
                     numbers = range(start, start + push * 50, 50)  # spread over many blocks
-                    version = number + 1 if scenario == "updates" else number
+                    if scenario == "scattered":  # anywhere in the lake: every block, at 1M
+                        numbers = sorted(rng.sample(range(items), push))
+                    version = number + 1 if scenario != "unchanged" else number
                     batch = [
                         synth.item(n, random.Random(n), version=version, dirty_fraction=0.0)
                         for n in numbers
@@ -92,8 +97,9 @@ def changes(
                 timings[scenario].append(time.perf_counter() - started)
                 counted[scenario] = len(found)
         base = statistics.median(baseline)
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
         lines = [
-            f"## Changes of a {push:,}-item push ({time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC)",
+            f"## Changes of a {push:,}-item push ({when} UTC)",
             "",
             f"{items:,} records; {rounds} pushes per scenario; load average {load}",
             "",
@@ -102,7 +108,7 @@ def changes(
             f"| full export, JSON Lines (baseline, median of 3) | {items:,} | {base:.2f} | "
             f"{max(baseline):.2f} | 1.00x |",
             *(
-                f"| changes after a push of {scenario} items | {counted[scenario]:,} | "
+                f"| changes after a push: {scenario} | {counted[scenario]:,} | "
                 f"{statistics.median(t):.3f} | {_p95(t):.3f} | {statistics.median(t) / base:.3f}x |"
                 for scenario, t in timings.items()
             ),

@@ -220,6 +220,37 @@ def test_a_delete_killed_anywhere_is_finished_by_repair(tmp_path):
         assert report["ok"], report["violations"]
 
 
+def _refresh_forever(lake: str, folder: str) -> None:
+    catalog = Catalog(lake)
+    number = 0
+    while True:
+        number += 1
+        keep = [f"r-{n}" for n in range(30) if n % 3 or number % 2]  # alternately all, 2/3
+        _feed(Path(folder), "catalog.json", keep, name=f"round {number}")
+        ingest(catalog, folder, refresh=Refresh(allow_mass_delete=True))
+
+
+def test_a_refresh_killed_anywhere_is_finished_by_repair(tmp_path):
+    lake, folder = str(tmp_path / "lake"), str(tmp_path / "feeds")
+    context = multiprocessing.get_context("spawn")
+    for delay in (3.0, 4.0, 5.5):
+        writer = context.Process(target=_refresh_forever, args=(lake, folder))
+        writer.start()
+        time.sleep(delay)
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.join()
+        catalog = Catalog(lake)
+        if not catalog.lake.exists():
+            continue
+        catalog.repair()
+        report = check(catalog)
+        assert report["ok"], report["violations"]
+    # and a refresh run afterwards still converges on the feed
+    _feed(Path(folder), "catalog.json", [f"r-{n}" for n in range(10)])
+    ingest(Catalog(lake), folder, refresh=Refresh(allow_mass_delete=True))
+    assert sorted(Catalog(lake).records()["client_item_id"]) == sorted(f"r-{n}" for n in range(10))
+
+
 # --- 2. full-catalog refresh -------------------------------------------------------------
 
 

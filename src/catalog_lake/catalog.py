@@ -353,7 +353,11 @@ class Catalog:
         return _by_id(_pandas(self.lake.read("records")), "object_id")
 
     def items(self) -> pd.DataFrame:
-        """Current validated items with every field typed, by service id."""
+        """Current validated items with every field typed, by service id.
+
+        A deleted item is here too, as its tombstone: ``deleted_at`` and
+        ``deleted_by`` are set, and it has no record.
+        """
         return _by_id(_pandas(self.lake.read("items")), "object_id")
 
     def query_records(
@@ -470,7 +474,7 @@ class Catalog:
         )
 
     def pushes(self) -> pd.DataFrame:
-        """One row per push with its response counts and timing."""
+        """One row per push or delete request (``operation``) with its counts and timing."""
         return _pandas(self.lake.read("pushes")).sort_values("received_at", ignore_index=True)
 
     def raw(self) -> pd.DataFrame:

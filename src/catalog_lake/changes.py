@@ -71,8 +71,12 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
     if table is None:
         lake.require()
         raise LakeError("the lake has no records table yet; push or ingest a feed first")
-    start = reads.version_as_of("records", table, since)
-    end = table.version() if until is None else reads.version_as_of("records", table, until)
+    start = reads.version_as_of("records", table, since, "--since")
+    end = (
+        table.version()
+        if until is None
+        else reads.version_as_of("records", table, until, "--until")
+    )
     if end < start:
         raise LakeError(f"--until (version {end}) is before --since (version {start})")
     empty = pa.array([], pa.int64())

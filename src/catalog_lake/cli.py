@@ -310,15 +310,17 @@ def history(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the latest pushes (or, with --versions, table versions), newest first."""
+    """Show the latest pushes and deletes (or, with --versions, table versions), newest first."""
     catalog = _catalog(lake, storage_option)
     if versions:
         frame = catalog.history(limit)
         show(frame.drop(columns=["metrics"]) if not as_json else frame, as_json, "table versions")
         return
     frame = catalog.pushes()
+    frame = frame.assign(operation=frame["operation"].fillna("push"))
     columns = [
         "request_id",
+        "operation",
         "received_at",
         "received",
         "success",
@@ -328,7 +330,7 @@ def history(
     ]
     view = frame[columns].sort_values("received_at", ascending=False).head(limit)
     view = view.assign(duration_ms=view["duration_ms"].round(1))
-    show(view, as_json, f"pushes ({len(frame)})")
+    show(view, as_json, f"pushes and deletes ({len(frame)})")
 
 
 @app.command()
@@ -697,7 +699,7 @@ def changes(
             if side is not None:
                 side.close()
     except CatalogLakeError as exc:
-        usage = str(exc).startswith(("unknown format", "--as-of", "--until", "meilisearch",
+        usage = str(exc).startswith(("unknown format", "--since", "--until", "meilisearch",
                                      "typesense"))  # fmt: skip
         raise fail(str(exc), 2 if usage else 1) from None
     sys.stdout.flush()  # the changes first, then the count, in a pipe too

@@ -84,7 +84,7 @@ _AS_OF = re.compile(
 )
 
 
-def version_as_of(name: str, table: Any, as_of: int | str) -> int:
+def version_as_of(name: str, table: Any, as_of: int | str, option: str = "--as-of") -> int:
     """The table version in force at ``as_of`` (a version, a date or a date-time).
 
     The grammar is an allow-list (ASCII digits, ISO 8601), so ``²``, ``NaT``,
@@ -105,7 +105,7 @@ def version_as_of(name: str, table: Any, as_of: int | str) -> int:
     if when is None or pd.isna(when):
         shown = text if len(text) <= 40 else text[:40] + "..."
         raise LakeError(
-            f"--as-of takes a version number, a date (2026-11-25) or a date-time "
+            f"{option} takes a version number, a date (2026-11-25) or a date-time "
             f"(2026-11-25T18:00:00Z); got {shown!r}"
         )
     when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from catalog_lake import RESPONSE_KEYS, Catalog, IngestError
-from tests.conftest import FEEDS_TOTALS
+from tests.conftest import FEEDS_TOTALS, make_item
 
 FEEDS = Path(__file__).parents[2] / "data" / "feeds"
 
@@ -136,3 +136,45 @@ def test_the_ingest_flow_runs_on_a_dask_cluster_and_stores_what_one_process_stor
     got = Catalog(str(tmp_path / "dask")).warnings()[warned].astype(str)
     expected = Catalog(str(tmp_path / "alone")).warnings()[warned].astype(str)
     assert got.values.tolist() == expected.values.tolist()
+
+
+def test_a_full_refresh_flow_deletes_what_the_feed_dropped_and_lists_it(prefect_server, tmp_path):
+    from flows.catalog_flows import ingest
+
+    source = tmp_path / "feeds"
+    shutil.copytree(FEEDS, source)
+    lake = str(tmp_path / "lake")
+    ingest(source=str(source), lake=lake, fail_on_bad_files=False)
+    (source / "beauty.json").unlink()  # one item of 14 (7%): under the 20% threshold
+
+    summary = ingest(source=str(source), lake=lake, full_refresh=True)
+
+    assert summary["refresh"]["status"] == "deleted"
+    assert summary["refresh"]["ids"] == ["BEAU-LIP-RED"]
+    assert "BEAU-LIP-RED" not in set(Catalog(lake).records()["client_item_id"])
+    (deleted,) = _artifacts("ingest-deleted")
+    assert "BEAU-LIP-RED" in deleted["data"]
+    # a refresh that would delete most of the catalog stops, and the run fails
+    for path in source.glob("*.json"):
+        if path.name != "food.json":
+            path.unlink()
+    state = ingest(source=str(source), lake=lake, full_refresh=True, return_state=True)
+    assert state.is_failed()
+    assert len(Catalog(lake).records()) == 13
+
+
+def test_the_sync_flow_exports_the_changes_since_its_cursor(prefect_server, tmp_path):
+    from flows.catalog_flows import sync
+
+    lake = str(tmp_path / "lake")
+    catalog = Catalog(lake)
+    catalog.push({"items": [make_item(client_item_id="a")]})
+    target = str(tmp_path / "search")
+    first = sync(target=target, format="elasticsearch", lake=lake)
+    assert first["upserts"] == 1 and first["from_version"] is None
+    catalog.delete(["a"])
+    second = sync(target=target, format="elasticsearch", lake=lake)
+    assert (second["upserts"], second["deletes"]) == (0, 1)
+    assert Path(second["file"]).read_text() == '{"delete":{"_id":"1"}}\n'
+    (report,) = _artifacts("sync-report")[:1]
+    assert '"deletes": 1' in report["data"]
