@@ -99,6 +99,19 @@ class Ticking:
         return self.now
 
 
+def kill_after(target, args: tuple, seconds: float) -> None:
+    """Run ``target(*args)`` in a spawned process and SIGKILL it after ``seconds``."""
+    import multiprocessing
+    import signal
+    import time
+
+    writer = multiprocessing.get_context("spawn").Process(target=target, args=args)
+    writer.start()
+    time.sleep(seconds)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.join()
+
+
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     """The CLI in this process, from a fresh folder (its default lake is ``./lake``)."""

@@ -7,9 +7,7 @@ run after a fork) against a real lake in a temporary folder.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import random
-import signal
 import time
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog_lake import Catalog, check
-from tests.conftest import make_item
+from tests.conftest import kill_after, make_item
 
 KILL_ROUNDS = 4
 WRITERS = 4
@@ -63,17 +61,13 @@ def _backfill(lake: str) -> dict:
 
 
 def test_killed_writers_leave_a_lake_that_repair_makes_whole(lake):
-    context = multiprocessing.get_context("spawn")
     rng = random.Random(2026)
     remote = "://" in lake
     Catalog(lake).lake.ensure()
     for round_ in range(KILL_ROUNDS // 2 if remote else KILL_ROUNDS):
-        writer = context.Process(target=_push_forever, args=(lake, round_))
-        writer.start()
         # startup, then somewhere inside a push (an S3 push takes longer to get going)
-        time.sleep(rng.uniform(4.0, 8.0) if remote else rng.uniform(2.0, 5.0))
-        os.kill(writer.pid, signal.SIGKILL)
-        writer.join()
+        delay = rng.uniform(4.0, 8.0) if remote else rng.uniform(2.0, 5.0)
+        kill_after(_push_forever, (lake, round_), delay)
     catalog = Catalog(lake)
     catalog.repair()
     report = check(catalog)

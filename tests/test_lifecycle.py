@@ -7,10 +7,6 @@ sync have their own file (``test_changes.py``).
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
-import signal
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,7 +18,7 @@ from catalog_lake.deletes import Refresh
 from catalog_lake.errors import CatalogLakeError, NoLakeError, PushError
 from catalog_lake.feeds import ingest
 from catalog_lake.metrics import apply_metrics
-from tests.conftest import Ticking, make_item
+from tests.conftest import Ticking, kill_after, make_item
 
 
 def _push(catalog: Catalog, *ids: str, **changes) -> dict:
@@ -207,13 +203,8 @@ def test_a_delete_killed_anywhere_is_finished_by_repair(tmp_path):
     lake = str(tmp_path / "lake")
     ids = [f"sku-{n}" for n in range(40)]
     Catalog(lake).push({"items": [make_item(client_item_id=i) for i in ids]})
-    context = multiprocessing.get_context("spawn")
     for delay in (2.5, 3.5, 4.5):
-        writer = context.Process(target=_delete_forever, args=(lake, ids[::2]))
-        writer.start()
-        time.sleep(delay)
-        os.kill(writer.pid, signal.SIGKILL)
-        writer.join()
+        kill_after(_delete_forever, (lake, ids[::2]), delay)
         catalog = Catalog(lake)
         catalog.repair()
         report = check(catalog)
@@ -232,13 +223,8 @@ def _refresh_forever(lake: str, folder: str) -> None:
 
 def test_a_refresh_killed_anywhere_is_finished_by_repair(tmp_path):
     lake, folder = str(tmp_path / "lake"), str(tmp_path / "feeds")
-    context = multiprocessing.get_context("spawn")
     for delay in (3.0, 4.0, 5.5):
-        writer = context.Process(target=_refresh_forever, args=(lake, folder))
-        writer.start()
-        time.sleep(delay)
-        os.kill(writer.pid, signal.SIGKILL)
-        writer.join()
+        kill_after(_refresh_forever, (lake, folder), delay)
         catalog = Catalog(lake)
         if not catalog.lake.exists():
             continue

@@ -554,6 +554,9 @@ def repair(
 OutputOption = Annotated[
     str, typer.Option("--output", help="A file to write, or - for standard output.")
 ]
+FormatOption = Annotated[
+    str, typer.Option("--format", help="jsonl, or an engine as index-settings names it.")
+]
 
 
 @contextlib.contextmanager
@@ -569,11 +572,17 @@ def _written(output: str):
     partial.replace(output)
 
 
+def _to_output(output: str, write):
+    """``write(stream)`` to standard output (``-``) or to a file that appears once complete."""
+    if output == "-":
+        return write(sys.stdout)
+    with _written(output) as handle:
+        return write(handle)
+
+
 @app.command()
 def export(
-    engine: Annotated[
-        str, typer.Option("--format", help="jsonl, or an engine as index-settings names it.")
-    ],
+    engine: FormatOption,
     output: OutputOption = "-",
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
@@ -584,11 +593,7 @@ def export(
     """Write every record in a search engine's import format (README, "Search engines")."""
     catalog = _catalog(lake, storage_option)
     try:
-        if output == "-":
-            count = catalog.export(engine, sys.stdout, as_of)
-        else:
-            with _written(output) as handle:
-                count = catalog.export(engine, handle, as_of)
+        count = _to_output(output, lambda stream: catalog.export(engine, stream, as_of))
     except CatalogLakeError as exc:
         usage = str(exc).startswith(("unknown format", "--as-of"))
         raise fail(str(exc), 2 if usage else 1) from None
@@ -669,9 +674,7 @@ def changes(
     until: Annotated[
         str | None, typer.Option("--until", help="Records version or ISO time (default: now).")
     ] = None,
-    engine: Annotated[
-        str, typer.Option("--format", help="jsonl, or an engine as index-settings names it.")
-    ] = "jsonl",
+    engine: FormatOption = "jsonl",
     output: OutputOption = "-",
     deletes_output: Annotated[
         str | None,
@@ -688,16 +691,11 @@ def changes(
     try:
         require_format(engine)
         found = catalog.changes(since, until)
-        side = Path(deletes_output).open("w", encoding="utf-8") if deletes_output else None
-        try:
-            if output == "-":
-                write_changes(found, engine, sys.stdout, side)
-            else:
-                with _written(output) as handle:
-                    write_changes(found, engine, handle, side)
-        finally:
-            if side is not None:
-                side.close()
+        if deletes_output:
+            with _written(deletes_output) as side:
+                _to_output(output, lambda stream: write_changes(found, engine, stream, side))
+        else:
+            _to_output(output, lambda stream: write_changes(found, engine, stream))
     except CatalogLakeError as exc:
         usage = str(exc).startswith(("unknown format", "--since", "--until", "meilisearch",
                                      "typesense"))  # fmt: skip
@@ -713,9 +711,7 @@ def changes(
 @app.command()
 def sync(
     target: Annotated[str, typer.Argument(help="A folder or s3:// prefix for the export files.")],
-    engine: Annotated[
-        str, typer.Option("--format", help="jsonl, or an engine as index-settings names it.")
-    ] = "jsonl",
+    engine: FormatOption = "jsonl",
     full: Annotated[
         bool, typer.Option("--full", help="Export every record again and restart the cursor.")
     ] = False,
