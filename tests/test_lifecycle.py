@@ -376,3 +376,25 @@ def test_the_cli_deletes_from_arguments_a_file_and_standard_input(run, tmp_path)
     assert json.loads(piped.stdout)["catalog_delete_dry_run"] is True
     assert list(Catalog("lake").records()["client_item_id"]) == ["c"]
     assert run("delete").exit_code == 2
+
+
+def test_items_of_a_run_killed_before_it_recorded_its_files_stay_in_scope(
+    catalog, tmp_path, monkeypatch
+):
+    """Their pushes landed (or were repaired) but no files row names them: batch keys do."""
+    from catalog_lake import feeds
+    from catalog_lake.errors import LakeError
+
+    folder = tmp_path / "feeds"
+    _feed(folder, "catalog.json", ["k-1", "k-2", "k-3", "k-4", "k-5", "k-6"])
+
+    def killed(*args, **kwargs):
+        raise OSError("killed before the files were recorded")
+
+    monkeypatch.setattr(feeds, "record_files", killed)
+    with pytest.raises(LakeError, match="could not record"):
+        ingest(catalog, folder)
+    monkeypatch.undo()
+    _feed(folder, "catalog.json", ["k-1", "k-2", "k-3", "k-4", "k-5"])
+    summary = ingest(catalog, folder, refresh=Refresh())
+    assert summary["refresh"]["ids"] == ["k-6"]

@@ -39,6 +39,7 @@ from .errors import CatalogLakeError, ErrorCode, PushError
 from .lake import LAKE_ERRORS, quote, races
 from .push import check_key, write_failed
 from .schemas import PUSHES, RAW, REJECTS
+from .sources import place_of
 from .store import stored
 
 if TYPE_CHECKING:  # the facade uses this module; it only takes one
@@ -436,6 +437,7 @@ def refresh(
     failed_files: list[str],
     seen: set[str],
     unchanged: list[tuple[str, str]],
+    paths: list[str] = (),  # type: ignore[assignment]
     dry_run: bool = False,
     flow_run_id: str | None = None,
 ) -> dict[str, Any]:
@@ -444,9 +446,9 @@ def refresh(
     ``seen`` are the ids the run's pushes carried, ``unchanged`` the (path,
     checksum) of the source's files skipped as already ingested (their items
     are part of the catalog too), ``failed_files`` the files that failed or
-    were not read. A run with a failed file, or that would delete more than
-    ``how.max_share`` of its scope without ``how.allow_mass_delete``, deletes
-    nothing and says why.
+    were not read, ``paths`` every file of the source this run found. A run
+    with a failed file, or that would delete more than ``how.max_share`` of
+    its scope without ``how.allow_mass_delete``, deletes nothing and says why.
     """
     report: dict[str, Any] = {
         "scope": how.scope + (f", lake_category = {how.category}" if how.category else ""),
@@ -463,7 +465,7 @@ def refresh(
         return report | {"status": "nothing_to_delete", "in_scope": 0, "to_delete": 0,
                          "deleted": 0, "ids": []}  # fmt: skip
     carried = set(seen) | _carried_before(catalog, source, unchanged)
-    in_scope = _scope(catalog, how, source)
+    in_scope = _scope(catalog, how, source, paths)
     gone = sorted(set(in_scope) - carried)
     report |= {"in_scope": len(in_scope), "to_delete": len(gone), "ids": gone[:LISTED_IDS]}
     share = len(gone) / len(in_scope) if in_scope else 0.0
@@ -500,7 +502,7 @@ def _stopped(reason: str) -> dict[str, Any]:
     return {"status": "stopped", "reason": reason, "deleted": 0}
 
 
-def _scope(catalog: Catalog, how: Refresh, source: str) -> list[str]:
+def _scope(catalog: Catalog, how: Refresh, source: str, paths: list[str]) -> list[str]:
     """The live items a refresh of ``source`` may delete."""
     where = ["deleted_at IS NULL"]
     if how.category is not None:
@@ -511,9 +513,18 @@ def _scope(catalog: Catalog, how: Refresh, source: str) -> list[str]:
     if how.scope == "all":
         return items["client_item_id"].to_pylist()
     files = catalog.lake.read(
-        "files", f'SELECT request_ids FROM "files" WHERE source = {quote(source)}'
+        "files", f'SELECT path, request_ids FROM "files" WHERE source = {quote(source)}'
     )
-    from_source = pc.list_flatten(files["request_ids"]).cast(pa.string())
+    recorded = pc.list_flatten(files["request_ids"]).cast(pa.string()).to_pylist()
+    # A push of a run killed before it recorded its files, finished by `repair`, is known
+    # by its batch key, which names the file's place: its items are in scope too.
+    places = {place_of(source, p) for p in [*files["path"].to_pylist(), *paths]}
+    keyed = catalog.lake.read(
+        "pushes",
+        "SELECT request_id, idempotency_key FROM \"pushes\" WHERE idempotency_key LIKE 'file:%'",
+    ).to_pylist()
+    batches = [r["request_id"] for r in keyed if r["idempotency_key"].split(":")[1] in places]
+    from_source = pa.array(sorted({*recorded, *batches}), pa.string())
     mine = pc.is_in(items["request_id"].cast(pa.string()), from_source)
     return items["client_item_id"].filter(mine).to_pylist()
 

@@ -532,6 +532,7 @@ def _refreshed(
         failed_files=[r.feed.path for r in results if r.status != "ingested"] + unread,
         seen=seen,
         unchanged=[(f.path, f.checksum) for f in plan_.skipped if f.path not in unread],
+        paths=[f.path for f in (*plan_.to_ingest, *plan_.skipped)],
         dry_run=dry_run,
         flow_run_id=flow_run_id,
     )

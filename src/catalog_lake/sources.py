@@ -63,7 +63,7 @@ class FeedFile:
         A strict run's batches have keys of their own: the same file judged
         strictly is another push, not a retry of the lenient one.
         """
-        place = hashlib.sha256(f"{self.source}\0{self.path}".encode()).hexdigest()[:16]
+        place = place_of(self.source, self.path)
         key = f"file:{place}:{self.checksum}:{self.delivery}:{batch_size}:{number}"
         return key + ":strict" if strict else key
 
@@ -78,6 +78,11 @@ class FeedFile:
             return self.absolute.open("rb")
         store, root = object_store(self.source, self.storage_options)
         return store.open_input_stream(f"{root}/{self.path}")  # type: ignore[return-value]
+
+
+def place_of(source: str, path: str) -> str:
+    """A feed file's place (its source and path) as its batches' idempotency keys spell it."""
+    return hashlib.sha256(f"{source}\0{path}".encode()).hexdigest()[:16]
 
 
 def is_remote(source: str | Path) -> bool:
