@@ -124,6 +124,9 @@ def test_a_dry_run_says_what_would_happen_and_writes_nothing(catalog):
 def test_a_delete_needs_a_list_and_a_lake(tmp_path):
     with pytest.raises(NoLakeError):
         Catalog(tmp_path / "none").delete(["a"])
+    dry = Catalog(tmp_path / "none").delete(["a"], dry_run=True)  # what an ingest's dry run asks
+    assert [e["code"] for e in dry["items"]] == ["unknown_item"]
+    assert not (tmp_path / "none").exists()
     with pytest.raises(CatalogLakeError, match="list of ids"):
         Catalog(tmp_path / "none").delete("abc")
 

@@ -31,4 +31,4 @@ __all__ = [
     "check",
     "push_response",
 ]
-__version__ = "0.3.0"
+__version__ = "0.4.0"

@@ -78,11 +78,18 @@ def delete(
 
     Raises:
         CatalogLakeError: ``client_item_ids`` is not a list of ids, or too many.
-        NoLakeError: there is no lake to delete from.
+        NoLakeError: there is no lake to delete from (a dry run answers every id
+            ``unknown_item`` instead, as an ingest's dry run needs).
         PushError: the idempotency key was used for other content, or the lake
             cannot be written (the message says whether ``repair`` finishes it).
     """
     ids = _listed(client_item_ids)
+    if dry_run and not catalog.lake.exists():  # a dry run before the first ingest
+        texts, errors = _judged(ids)
+        for position in range(len(ids)):
+            errors.setdefault(position, _error(ErrorCode.UNKNOWN_ITEM, ids[position]))
+        answer = _answer(str(uuid.uuid4()), ids, texts, errors, {}, {})
+        return {**answer, DRY_RUN_KEY: True}
     catalog.lake.require()
     digest = _digest(ids)
     if idempotency_key is not None:
