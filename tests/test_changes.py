@@ -234,6 +234,18 @@ def _operations(catalog: Catalog, clock: Clock, folder: Path, seed: int):
         else:
             backfill(catalog)
         yield f"{step}:{kind}"
+    # Always once: a discount window that closes, and the nightly re-price that follows it.
+    clock.now += timedelta(minutes=1)  # pushes at one instant would replay in either order
+    window = {
+        "pricing_info__discounted_price": "199.00",
+        "pricing_info__discount_start_date": (clock.now - timedelta(days=1)).isoformat(),
+        "pricing_info__discount_end_date": (clock.now + timedelta(hours=1)).isoformat(),
+    }
+    catalog.push({"items": [make_item(client_item_id=i, **window) for i in pool[:3]]})
+    yield "final:push with a discount"
+    clock.now += timedelta(hours=2)
+    assert maintain(catalog)["repriced"] >= 3  # and any window an earlier step opened
+    yield "final:reprice"
 
 
 @pytest.mark.parametrize("seed", range(ROUND_TRIP_SEEDS))
