@@ -119,3 +119,15 @@ def test_the_generator_exercises_every_defect_kind(tmp_path):
     assert totals["failed"] + totals["warned"] == len(synth.DEFECTS)
     assert totals["failed"] == sum(field in ERROR_FIELDS for _, field, *_ in synth.DEFECTS)
     assert wanted <= seen, wanted - seen
+
+
+def test_the_search_candidates_bench_runs_both_engines(tmp_path):
+    from bench.search import app as search_app
+
+    report = tmp_path / "results.md"
+    done = CliRunner().invoke(
+        search_app, ["--items", "300", "--rounds", "1", "--record", str(report)]
+    )
+    assert done.exit_code == 0, done.output
+    text = report.read_text()
+    assert "| duckdb (baseline) |" in text and "| tantivy |" in text
