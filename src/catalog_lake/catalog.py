@@ -198,7 +198,7 @@ class Catalog:
     ) -> dict[str, Any]:
         """Delete items by ``client_item_id``: their records leave, their ids stay reserved.
 
-        Answers in the push response's style (README, "Deletes"): a request
+        Answers in the push response's style (README, "Lifecycle"): a request
         id, counts as numeric text, and one entry per id with its ``status``
         (``deleted``, ``already_deleted``, ``superseded`` by a newer push, or
         ``refused`` with a ``code``). Refusals are per id, never an exception;

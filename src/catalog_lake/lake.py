@@ -376,7 +376,7 @@ class Lake:
         appended, which neither reads nor rewrites anything. Otherwise the
         id blocks the rows fall in are rewritten whole in one commit
         (``_rewrite_blocks``). A row replaces
-        its stored version only when it is at least as new (``updated_at``),
+        its stored version only when it is at least as new (``blocks.GUARD``),
         so replaying an old push after a crash never rolls an item back, and
         it leaves ``blocks.KEPT_ON_UPDATE`` as stored (``blocks.upserted``).
         Returns the counts, and the ids of incoming rows older than the stored
