@@ -21,7 +21,7 @@ ROOT = Path(__file__).parents[1]
 SPEC_SEARCHED = ["product_name", "description", "categories"]
 SPEC_DISPLAYED = {"product_name", "description", "price", "image"}
 SPEC_FILTERS = {"on_sale", "price", "categories"}
-SPEC_RANKING = ["sales", "likes", "inventory"]
+SPEC_RANKING = ["sales", "likes", "in_stock", "inventory"]  # issue 28: in stock first
 
 
 def _bare(attribute: str) -> str:
@@ -42,7 +42,9 @@ def test_the_roles_are_spec_2_1s_in_its_order():
 def test_algolia_settings():
     settings = index_settings("algolia")
     assert [_bare(a) for a in settings["searchableAttributes"]] == list(ROLES.searchable)
-    assert settings["customRanking"] == ["desc(sales)", "desc(likes)", "desc(inventory)"]
+    assert settings["customRanking"] == [
+        "desc(sales)", "desc(likes)", "desc(in_stock)", "desc(inventory)",
+    ]  # fmt: skip
     assert (settings["attributeForDistinct"], settings["distinct"]) == ("variant_group_id", True)
     facets = {_bare(a) for a in settings["attributesForFaceting"]}
     assert facets | set(settings["numericAttributesForFiltering"]) == set(ROLES.filters)
@@ -56,7 +58,7 @@ def test_meilisearch_settings():
     # Meilisearch's six built-in rules, in its default order, then the business metrics.
     assert settings["rankingRules"] == [
         "words", "typo", "proximity", "attribute", "sort", "exactness",
-        "sales:desc", "likes:desc", "inventory:desc",
+        "sales:desc", "likes:desc", "in_stock:desc", "inventory:desc",
     ]  # fmt: skip
     assert set(SPEC_RANKING) <= set(settings["sortableAttributes"])
     assert SPEC_FILTERS <= set(settings["filterableAttributes"])
@@ -118,8 +120,10 @@ def test_elasticsearch_and_opensearch_index_and_template(engine):
     fields = source["query"]["function_score"]["query"]["multi_match"]["fields"]
     assert [f.split("^")[0] for f in fields] == list(ROLES.searchable)
     ranked = [
-        f["field_value_factor"]["field"] for f in source["query"]["function_score"]["functions"]
-    ]
+        f["field_value_factor"]["field"] if "field_value_factor" in f else next(iter(
+            f["filter"]["term"]))
+        for f in source["query"]["function_score"]["functions"]
+    ]  # fmt: skip
     assert ranked == SPEC_RANKING
     assert "{{query}}" in json.dumps(source)
 

@@ -74,6 +74,7 @@ VARYING = [
     (re.compile(r"\(\d[\d,]* items/s\)"), "(<n> items/s)"),  # progress lines
     (re.compile(r"\| [\d.]+ \| (?:[\d.]+|-) \|$", re.M), "| <seconds> | <rate> |"),  # summary row
     (re.compile(r'"duration_s": [\d.]+'), '"duration_s": <seconds>'),
+    (re.compile(r"\(\d+(?:\.\d+)? ms\)"), "(<n> ms)"),  # a search's time
 ]
 
 

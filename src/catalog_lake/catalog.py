@@ -63,6 +63,7 @@ class Catalog:
         self.synonyms = Synonyms.load(synonyms)
         self.clock = clock or _utcnow
         self._keys: Keys | None = None
+        self._search: Any = None  # the search index, opened by the first search
 
     def __repr__(self) -> str:
         return f"Catalog({self.lake.uri!r})"
@@ -412,6 +413,37 @@ class Catalog:
         from .changes import changes
 
         return changes(self.lake, since, until)
+
+    def search(
+        self,
+        query: str = "",
+        *,
+        filters: dict[str, Any] | list[dict[str, Any]] | None = None,
+        facets: list[str] | tuple[str, ...] = (),
+        page: int = 0,
+        hits_per_page: int = 20,
+        distinct: bool = True,
+    ) -> dict[str, Any]:
+        """Search the records (README, "Search"): hits, ``nb_hits``, facet counts, time taken.
+
+        The embedded index (``search.SearchIndex``) first catches up with the
+        lake's changes, so every write is visible to the next search.
+        ``filters`` is a dict of conditions, all required (``{"on_sale": True,
+        "price": (200, 900), "categories": ["Fashion", "Ethnic"]}``, a list value
+        meaning any of), or a list of such dicts, any of which may hold.
+        """
+        from .search import SearchIndex
+
+        if self._search is None or self._search.lake is not self.lake:
+            self._search = SearchIndex(self.lake)
+        return self._search.search(
+            query,
+            filters=filters,
+            facets=facets,
+            page=page,
+            hits_per_page=hits_per_page,
+            distinct=distinct,
+        )
 
     def sync(self, target: str, fmt: str = "jsonl", *, full: bool = False) -> dict[str, Any]:
         """Export the changes since ``target``'s cursor there and advance it (``changes.sync``)."""

@@ -727,6 +727,71 @@ def sync(
     print_json(report)
 
 
+@app.command()
+def search(
+    query: Annotated[
+        str, typer.Argument(help="Words to search for (the last may be partial).")
+    ] = "",
+    on_sale: Annotated[bool, typer.Option("--on-sale", help="Only records on sale.")] = False,
+    in_stock: Annotated[bool, typer.Option("--in-stock", help="Only records in stock.")] = False,
+    price: Annotated[str | None, typer.Option(help="A price range, LOW..HIGH.")] = None,
+    inventory: Annotated[str | None, typer.Option(help="A stock range, LOW..HIGH.")] = None,
+    category: Annotated[
+        list[str] | None, typer.Option("--category", help="In this category (repeat: any of).")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="With this tag (any of).")] = None,
+    brand: Annotated[
+        list[str] | None, typer.Option("--brand", help="Of this brand (any of).")
+    ] = None,
+    facet: Annotated[
+        list[str] | None, typer.Option("--facet", help="Count hits per value of this column.")
+    ] = None,
+    page: Annotated[int, typer.Option(min=0, help="Page, from 0.")] = 0,
+    hits_per_page: Annotated[int, typer.Option(min=1, help="Hits per page.")] = 20,
+    all_variants: Annotated[
+        bool, typer.Option("--all-variants", help="Every variant, not one per group.")
+    ] = False,
+    lake: LakeOption = None,
+    storage_option: StorageOptions = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Search the records as a storefront would: ranked hits, facets, one per variant group."""
+    filters: dict[str, object] = {}
+    if on_sale:
+        filters["on_sale"] = True
+    if in_stock:
+        filters["in_stock"] = True
+    for name, value in (("price", price), ("inventory", inventory)):
+        if value is not None:
+            filters[name] = value
+    for name, values in (("categories", category), ("tags", tag), ("brand", brand)):
+        if values:
+            filters[name] = list(values)
+    try:
+        found = _catalog(lake, storage_option).search(
+            query,
+            filters=filters or None,
+            facets=list(facet or []),
+            page=page,
+            hits_per_page=hits_per_page,
+            distinct=not all_variants,
+        )
+    except CatalogLakeError as exc:
+        from .search import SearchError
+
+        raise fail(str(exc), 2 if isinstance(exc, SearchError) else 1) from None
+    if as_json:
+        print_json(found)
+        return
+    print(f"{found['nb_hits']:,} hits ({found['processing_time_ms']} ms)")
+    for number, hit in enumerate(found["hits"], start=page * hits_per_page + 1):
+        sale = f" (was {hit['mrp']:g})" if hit["on_sale"] else ""
+        print(f"{number:>3}. [{hit['object_id']}] {hit['product_name']}  {hit['price']:g}{sale}")
+    for name, counts in found["facets"].items():
+        listed_counts = ", ".join(f"{value} {count}" for value, count in counts.items())
+        print(f"{name}: {listed_counts}")
+
+
 @app.command("index-settings")
 def index_settings(
     engine: Annotated[

@@ -42,8 +42,9 @@ class Roles:
     filters: tuple[str, ...] = ("on_sale", "price", "categories", "in_stock", "brand", "tags")
     #: Facets users count by (a subset of the filters).
     facets: tuple[str, ...] = ("categories", "brand", "on_sale", "tags")
-    #: Custom ranking after text relevance: business metrics, then stock (SPEC 2.1).
-    ranking: tuple[str, ...] = ("sales", "likes", "inventory")
+    #: Custom ranking after text relevance, each descending: business metrics, then
+    #: in stock first, then stock (SPEC 2.1). The embedded search uses the same.
+    ranking: tuple[str, ...] = ("sales", "likes", "in_stock", "inventory")
     #: One result per product: its variants share this attribute.
     distinct: str = "variant_group_id"
     key: str = "object_id"
@@ -208,8 +209,10 @@ def _search_index(roles: Roles) -> dict[str, Any]:
         "query": {
             "function_score": {
                 "query": {"multi_match": {"query": "{{query}}", "fields": weights}},
-                "functions": [
+                "functions": [  # a flag is no factor: in stock is boosted by a filter
                     {"field_value_factor": {"field": a, "modifier": "log1p", "missing": 0}}
+                    if _kind(a) != "flag"
+                    else {"filter": {"term": {a: True}}, "weight": 1}
                     for a in roles.ranking
                 ],
                 "score_mode": "sum",

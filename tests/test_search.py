@@ -1,0 +1,252 @@
+"""Search the records (issue 28): each test is one rule of the relevance spec.
+
+Real Delta lakes and a real tantivy index on disk; the index follows the lake
+through the change feed, so every test also exercises freshness.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import timedelta
+
+import pytest
+
+from catalog_lake import Catalog
+from catalog_lake.deletes import Refresh
+from catalog_lake.feeds import ingest
+from catalog_lake.metrics import apply_metrics
+from catalog_lake.search import SearchError, SearchIndex, index_folder
+from tests.conftest import Ticking, make_item
+
+
+def _item(client_id: str, name: str, **changes) -> dict:
+    """An item searchable by its own words only (the sample item's text would match too)."""
+    changes.setdefault("description", f"All about {name.lower()}")
+    return make_item(client_item_id=client_id, name=name, variant_group_id=client_id,
+                     short_description=None, **changes)  # fmt: skip
+
+
+def _names(found: dict) -> list[str]:
+    return [hit["product_name"] for hit in found["hits"]]
+
+
+@pytest.fixture
+def shop(tmp_path, clock) -> Catalog:
+    catalog = Catalog(tmp_path / "lake", clock=Ticking(clock))
+    catalog.push(
+        {
+            "items": [
+                _item("tee", "Crème Crew Neck T-Shirt", category="Tops", lake_category="FASHION",
+                      attributes__brand="Roadster", attributes__colour="Red"),
+                _item("kurta", "Printed Cotton Kurta", category="Ethnic", lake_category="FASHION",
+                      attributes__brand="Biba", pricing_info__sale_price="250.00"),
+                _item("lipstick", "Matte Lipstick", category="Makeup", lake_category="BEAUTY",
+                      attributes__brand="Lakmé", attributes__colour="Red"),
+                _item("atta", "Whole Wheat Atta", description="Stone-ground atta for soft rotis"),
+            ]
+        }
+    )  # fmt: skip
+    return catalog
+
+
+# --- text -------------------------------------------------------------------------
+
+
+def test_matching_ignores_case_and_accents(shop):
+    assert _names(shop.search("CREME")) == ["Crème Crew Neck T-Shirt"]
+    assert _names(shop.search("lakme")) == ["Matte Lipstick"]
+
+
+def test_a_hyphen_is_a_space(shop):
+    assert _names(shop.search("t shirt")) == _names(shop.search("t-shirt"))
+    assert _names(shop.search("t shirt"))[0] == "Crème Crew Neck T-Shirt"
+
+
+def test_the_last_word_matches_as_a_prefix_only_the_last(shop):
+    assert _names(shop.search("printed kur")) == ["Printed Cotton Kurta"]
+    assert shop.search("kur printed")["hits"][0]["text_rank"]["words"] == 1  # "kur" is no prefix
+
+
+def test_a_synonym_in_the_query_finds_the_item(shop):
+    assert _names(shop.search("tee")) == ["Crème Crew Neck T-Shirt"]  # t-shirt, tshirt, tee
+
+
+def test_one_typo_matches_in_words_of_five_letters_or_more(shop):
+    assert _names(shop.search("lipstik")) == ["Matte Lipstick"]
+    assert _names(shop.search("kurtaa")) == ["Printed Cotton Kurta"]
+    assert shop.search("atts")["nb_hits"] == 0  # four letters: no typo allowed...
+    assert _names(shop.search("attx whole")) == ["Whole Wheat Atta"]  # ...but "whole" matches
+
+
+def test_a_hostile_query_is_bounded_and_refused_in_one_line(shop):
+    with pytest.raises(SearchError, match="longer than 256"):
+        shop.search("a" * 257)
+    with pytest.raises(SearchError, match="more than 16 words"):
+        shop.search(" ".join(["word"] * 17))
+    assert shop.search('*:* OR 1=1 ) ( "')["nb_hits"] == 0  # no query language: just words
+
+
+# --- ranking ------------------------------------------------------------------------
+
+
+def test_more_query_words_matched_rank_first(shop, clock):
+    shop.push({"items": [_item("cotton-tee", "Cotton Tee", description="plain")]})
+    found = shop.search("printed cotton kurta")
+    assert _names(found)[0] == "Printed Cotton Kurta"
+    assert [h["text_rank"]["words"] for h in found["hits"]] == [3, 1]
+
+
+def test_a_match_in_a_higher_priority_attribute_ranks_first(shop):
+    shop.push({"items": [_item("d", "Plain Dupatta", description="goes with any kurta")]})
+    names = _names(shop.search("kurta"))
+    assert names == ["Printed Cotton Kurta", "Plain Dupatta"]  # name before description
+
+
+def test_exact_ranks_before_prefix_before_typo(shop):
+    shop.push(
+        {
+            "items": [
+                _item("x1", "Sari Classic"),
+                _item("x2", "Saris Bundle"),
+                _item("x3", "Sarie Special"),
+            ]
+        }
+    )
+    found = shop.search("sari")
+    assert _names(found)[0] == "Sari Classic"
+    assert {h["product_name"]: h["text_rank"]["exactness"] for h in found["hits"]}[
+        "Sari Classic"
+    ] == 3
+
+
+def test_ties_go_to_sales_then_likes_then_in_stock_then_inventory(shop, tmp_path):
+    shop.push(
+        {
+            "items": [
+                _item("p1", "Steel Bottle", inventory_info={"qty": "5"}),
+                _item("p2", "Steel Bottle", inventory_info={"qty": "50"}),
+                _item("p3", "Steel Bottle", inventory_info={"qty": "0"}),
+                _item("p4", "Steel Bottle", inventory_info={"qty": "9"}),
+                _item("p5", "Steel Bottle", inventory_info={"qty": "1"}),
+            ]
+        }
+    )
+    path = tmp_path / "m.csv"
+    path.write_text("client_item_id,likes,sales\np1,0,9\np2,3,1\np3,9,1\np4,0,0\np5,0,0\n")
+    apply_metrics(shop, path)
+    found = shop.search("steel bottle")
+    ids = [shop.items().set_index("object_id").loc[int(h["object_id"]), "client_item_id"]
+           for h in found["hits"]]  # fmt: skip
+    # sales 9; then sales 1 with likes 9 before likes 3; then in stock with 9 before 1
+    assert ids == ["p1", "p3", "p2", "p4", "p5"]
+
+
+def test_one_hit_per_variant_group_the_best_one(shop):
+    shop.push(
+        {
+            "items": [
+                make_item(client_item_id="v-m", name="Linen Shirt M", variant_group_id="LINEN",
+                          inventory_info={"qty": "10"}),
+                make_item(client_item_id="v-l", name="Linen Shirt L", variant_group_id="LINEN",
+                          inventory_info={"qty": "90"}),
+            ]
+        }
+    )  # fmt: skip
+    assert _names(shop.search("linen")) == ["Linen Shirt L"]
+    assert sorted(_names(shop.search("linen", distinct=False))) == [
+        "Linen Shirt L",
+        "Linen Shirt M",
+    ]
+
+
+# --- filters and facets -----------------------------------------------------------------
+
+
+def test_filters_on_sale_ranges_lists_and_equality_combine(shop):
+    everything = shop.search("")
+    assert everything["nb_hits"] == 4
+    assert _names(shop.search("", filters={"price": (200, 260)})) == ["Printed Cotton Kurta"]
+    assert _names(shop.search("", filters={"price": "..260"})) == ["Printed Cotton Kurta"]
+    fashion = shop.search("", filters={"categories": "fashion"})  # any case
+    assert sorted(_names(fashion)) == ["Crème Crew Neck T-Shirt", "Printed Cotton Kurta"]
+    red = shop.search("", filters={"colour": "Red", "brand": ["Roadster", "Lakmé"]})
+    assert sorted(_names(red)) == ["Crème Crew Neck T-Shirt", "Matte Lipstick"]
+    either = shop.search("", filters=[{"brand": "Biba"}, {"categories": "BEAUTY"}])  # OR
+    assert sorted(_names(either)) == ["Matte Lipstick", "Printed Cotton Kurta"]
+    assert shop.search("", filters={"on_sale": True, "in_stock": True})["nb_hits"] == 4
+    with pytest.raises(SearchError, match="unknown filter 'colour_code'"):
+        shop.search("", filters={"colour_code": "R"})
+
+
+def test_facets_count_the_filtered_hits(shop):
+    found = shop.search("", filters={"categories": "FASHION"}, facets=["brand", "categories"])
+    assert found["facets"]["brand"] == {"Biba": 1, "Roadster": 1}
+    assert found["facets"]["categories"] == {"FASHION": 2, "Ethnic": 1, "Tops": 1}
+    with pytest.raises(SearchError, match="unknown facet"):
+        shop.search("", facets=["price"])
+
+
+def test_each_hit_carries_what_a_result_shows_and_a_highlighted_snippet(shop):
+    (hit,) = shop.search("rotis")["hits"]
+    assert set(hit) >= {"object_id", "product_name", "price", "mrp", "on_sale", "image",
+                        "categories", "snippet"}  # fmt: skip
+    assert "<b>rotis</b>" in hit["snippet"]
+
+
+# --- freshness ----------------------------------------------------------------------
+
+
+def test_the_next_search_sees_a_push_a_delete_metrics_and_a_refresh(shop, tmp_path):
+    assert shop.search("kurta")["index"]["action"] in ("built", "current")
+    shop.push({"items": [_item("kurta-2", "Silk Kurta")]})
+    assert sorted(_names(shop.search("kurta"))) == ["Printed Cotton Kurta", "Silk Kurta"]
+    shop.delete(["kurta"])
+    found = shop.search("kurta")
+    assert _names(found) == ["Silk Kurta"]
+    assert found["index"]["action"] == "caught_up" and found["index"]["deletes"] == 1
+    path = tmp_path / "m.csv"
+    path.write_text("client_item_id,sales\natta,50\n")
+    apply_metrics(shop, path)
+    assert _names(shop.search(""))[0] == "Whole Wheat Atta"  # the most sales, first
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    (feeds / "all.json").write_text(json.dumps({"items": [_item("silk", "Silk Saree")]}))
+    ingest(shop, feeds, refresh=Refresh(scope="all", allow_mass_delete=True))
+    assert _names(shop.search("")) == ["Silk Saree"]
+
+
+def test_an_index_rebuilt_from_nothing_answers_as_the_kept_one(shop):
+    shop.push({"items": [_item("n1", "Nova Earbuds"), _item("n2", "Nova Watch")]})
+    shop.search("nova")  # kept current step by step
+    shop.delete(["n1"])
+    kept = shop.search("nova", facets=["brand"])
+    shutil.rmtree(index_folder(shop.lake))
+    rebuilt = Catalog(shop.lake.uri).search("nova", facets=["brand"])
+    assert rebuilt["index"]["action"] == "built"
+    for key in ("hits", "nb_hits", "facets"):
+        assert rebuilt[key] == kept[key]
+
+
+def test_the_index_lives_beside_a_local_lake_and_is_only_a_copy(shop, tmp_path, clock):
+    shop.search("")
+    folder = index_folder(shop.lake)
+    assert folder.parent == tmp_path / "lake" and folder.name == "_catalog_lake.search"
+    (folder / "catalog-lake.json").write_text("{broken")  # a damaged index is rebuilt
+    assert SearchIndex(shop.lake).search("atta")["index"]["action"] == "built"
+    clock.now += timedelta(seconds=1)
+
+
+def test_the_cli_searches_with_filters_and_facets(run):
+    catalog = Catalog("lake")
+    catalog.push({"items": [_item("k", "Printed Kurta", lake_category="FASHION",
+                                  attributes__brand="Biba")]})  # fmt: skip
+    done = run("search", "red cotton kurta", "--on-sale", "--price", "200..900",
+               "--category", "Fashion", "--facet", "brand")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("1 hits (")
+    assert lines[1].endswith("Printed Kurta  289 (was 310)")
+    assert lines[2] == "brand: Biba 1"
+    assert json.loads(run("search", "kurta", "--json").stdout)["nb_hits"] == 1
+    assert run("search", "x", "--price", "cheap").exit_code == 2
