@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
 import shutil
 import time
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +74,7 @@ MAX_CANDIDATES = 200_000
 #: The text rank's units: kind (exact 3, prefix 2, typo 1) < attribute < words matched.
 #: Exact in tantivy's 32-bit scores for up to ``MAX_WORDS`` words.
 _KIND, _ATTRIBUTE, _WORD = 1.0, 64.0, 8192.0
-_FORMAT = "catalog-lake-search/2"
+_FORMAT = "catalog-lake-search/3"
 
 
 class SearchError(CatalogLakeError):
@@ -242,9 +244,19 @@ class SearchIndex:
             clauses.append((t.Occur.Must, t.Query.const_score_query(restriction, 0.0)))
         full = t.Query.boolean_query(clauses)
         count = searcher.search(full, limit=1, count=True).count
-        ranked = _ranked(searcher, full, min(count, MAX_CANDIDATES), distinct)
         start = page * hits_per_page
-        shown = ranked[start : start + hits_per_page]
+        window = slice(start, start + hits_per_page)
+        banded = None
+        if len(words) <= 1 or (
+            len(words) <= BANDED_WORDS
+            and _every_word(t, self.schema, searcher, words, restriction) >= window.stop
+        ):  # few text ranks: each band ordered and cut by the engine
+            banded = _banded(t, self.schema, searcher, words, restriction, distinct, window)
+        if banded is not None:
+            shown = banded
+            nb_hits = round(searcher.cardinality(full, "group")) if distinct else count
+        else:
+            nb_hits, shown = _ranked(searcher, full, min(count, MAX_CANDIDATES), distinct, window)
         # Highlighted: the query's words where the description holds them as written.
         marked = t.Query.boolean_query(
             [(t.Occur.Should, t.Query.term_query(self.schema, "description", w)) for w in words]
@@ -261,7 +273,7 @@ class SearchIndex:
         return {
             "query": query,
             "hits": hits,
-            "nb_hits": len(ranked) if distinct else count,
+            "nb_hits": nb_hits if distinct else count,
             "page": page,
             "hits_per_page": hits_per_page,
             "facets": counts,
@@ -292,6 +304,7 @@ def _schema(tantivy: Any) -> Any:
     builder.add_text_field("image", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("object_id", stored=True, indexed=True, fast=True)
     builder.add_unsigned_field("group", fast=True)
+    builder.add_unsigned_field("rank_key", fast=True)
     builder.add_float_field("price", stored=True, fast=True, indexed=True)
     builder.add_float_field("mrp", stored=True)
     for name in ("inventory", "sales", "likes"):
@@ -360,6 +373,7 @@ def _add(writer: Any, records: pa.Table) -> None:
         pl.col("likes").fill_null(0),
         pl.col("on_sale").fill_null(False),
         pl.col("in_stock").fill_null(False),
+        _rank_key(),
     )
     for line in documents.select(pl.struct(pl.all()).struct.json_encode()).to_series():
         writer.add_json(line)
@@ -386,25 +400,33 @@ def _check_page(page: int, hits_per_page: int) -> None:
         raise SearchError(f"a search shows the first {MAX_DEPTH:,} hits; page {page} is past them")
 
 
+def _word_clauses(t: Any, schema: Any, word: str, last: bool) -> list[tuple[float, Any]]:
+    """One word's ways to match, each with its constant, best first.
+
+    A term in an attribute (exact), a prefix of one (the last word only), or a
+    term one edit off (words of five letters or more), per attribute.
+    """
+    clauses = []
+    for priority, field in enumerate(SEARCHED):
+        base = _WORD + (len(SEARCHED) - priority) * _ATTRIBUTE
+        clauses.append((base + 3 * _KIND, t.Query.term_query(schema, field, word)))
+        if last:
+            prefix = t.Query.fuzzy_term_query(schema, field, word, 0, True, True)
+            clauses.append((base + 2 * _KIND, prefix))
+        if len(word) >= 5:
+            typo = t.Query.fuzzy_term_query(schema, field, word, 1, True, last)
+            clauses.append((base + 1 * _KIND, typo))
+    return sorted(clauses, key=lambda clause: -clause[0])
+
+
 def _text_query(t: Any, schema: Any, words: list[str]) -> Any:
     """Each word's best match scores a constant; the words' constants add up."""
     if not words:
         return t.Query.const_score_query(t.Query.all_query(), 0.0)
     per_word = []
     for position, word in enumerate(words):
-        last = position == len(words) - 1
-        options = []
-        for priority, field in enumerate(SEARCHED):
-            base = _WORD + (len(SEARCHED) - priority) * _ATTRIBUTE
-            options.append(
-                t.Query.const_score_query(t.Query.term_query(schema, field, word), base + 3 * _KIND)
-            )
-            if last:
-                prefix = t.Query.fuzzy_term_query(schema, field, word, 0, True, True)
-                options.append(t.Query.const_score_query(prefix, base + 2 * _KIND))
-            if len(word) >= 5:
-                typo = t.Query.fuzzy_term_query(schema, field, word, 1, True, last)
-                options.append(t.Query.const_score_query(typo, base + 1 * _KIND))
+        clauses = _word_clauses(t, schema, word, position == len(words) - 1)
+        options = [t.Query.const_score_query(query, score) for score, query in clauses]
         per_word.append((t.Occur.Should, t.Query.disjunction_max_query(options)))
     return t.Query.boolean_query(per_word)
 
@@ -478,25 +500,148 @@ def _range(name: str, value: Any) -> tuple[Any, Any]:
 # --- ranking and display ------------------------------------------------------------
 
 
-def _ranked(searcher: Any, query: Any, limit: int, distinct: bool) -> list[tuple[Any, float]]:
-    """Every candidate by text rank, then the custom ranking; one per variant group."""
+def _ranked(
+    searcher: Any, query: Any, limit: int, distinct: bool, page: slice
+) -> tuple[int, list[tuple[Any, float]]]:
+    """Rank every candidate by text rank, then the custom ranking; one per variant group.
+
+    Returns how many hits there are, and the page's (address, score) pairs.
+    """
     if limit == 0:
-        return []
+        return 0, []
     found = searcher.search(query, limit=limit, count=False).hits
-    addresses = [address for _, address in found]
-    score = np.array([s for s, _ in found], dtype="float64")
-    columns = {
-        name: np.array(searcher.fast_field_values(name, addresses), dtype="float64")
-        for name in (*ROLES.ranking, "object_id")
-    }
-    # lexsort sorts by the last key first: object id last breaks every remaining tie.
-    keys = [columns["object_id"], *(-columns[n] for n in reversed(ROLES.ranking)), -score]
-    order = np.lexsort(keys)
+    scores, places = zip(*found, strict=True)
+    addresses = list(places)
+    score = np.fromiter(scores, dtype="float64", count=len(found))
+    rank = np.array(searcher.fast_field_values("rank_key", addresses), dtype="uint64")
+    object_id = np.array(searcher.fast_field_values("object_id", addresses))
+    # lexsort sorts by the last key first: the object id last breaks every remaining tie.
+    order = np.lexsort([object_id, np.iinfo(np.uint64).max - rank, -score])
     if distinct:
         group = np.array(searcher.fast_field_values("group", addresses), dtype="uint64")
         _, first = np.unique(group[order], return_index=True)
         order = order[np.sort(first)]
-    return [(addresses[i], float(score[i])) for i in order]
+    return len(order), [(addresses[i], float(score[i])) for i in order[page]]
+
+
+#: Queries of at most this many words are ranked band by band inside the engine.
+BANDED_WORDS = 2
+
+
+def _bands(t: Any, schema: Any, words: list[str]) -> Iterator[tuple[float, Any]]:
+    """The text ranks a query can give, best first, each with the query of its documents.
+
+    A document is in a band when every word's best way to match (an attribute
+    and a kind) is the band's: that way, and none better. Bands of equal rank
+    are one band. Only documents that match every word are in a band.
+    """
+    if not words:
+        yield 0.0, t.Query.all_query()
+        return
+    per_word = [_word_clauses(t, schema, w, i == len(words) - 1) for i, w in enumerate(words)]
+    combos: dict[float, list[tuple[int, ...]]] = {}
+    for combo in itertools.product(*(range(len(c)) for c in per_word)):
+        total = sum(per_word[w][i][0] for w, i in enumerate(combo))
+        combos.setdefault(total, []).append(combo)
+    for total in sorted(combos, reverse=True):
+        options = []
+        for combo in combos[total]:
+            clauses = []
+            for w, i in enumerate(combo):
+                clauses.append((t.Occur.Must, per_word[w][i][1]))
+                clauses += [(t.Occur.MustNot, better) for _, better in per_word[w][:i]]
+            options.append(t.Query.boolean_query(clauses))
+        yield total, (options[0] if len(options) == 1 else t.Query.boolean_query(
+            [(t.Occur.Should, option) for option in options]))  # fmt: skip
+
+
+def _banded(
+    t: Any,
+    schema: Any,
+    searcher: Any,
+    words: list[str],
+    restriction: Any,
+    distinct: bool,
+    page: slice,
+) -> list[tuple[Any, float]] | None:
+    """The page of a short query, band by band, each in the engine's order; None if short.
+
+    A short query's text rank has few values (``_bands``), so each is a query
+    of its own, which tantivy orders by ``rank_key`` and cuts at the page: no
+    hit past the page is read. None when the documents matching every word do
+    not fill the page (the rest match fewer words: ``_ranked`` ranks them all).
+    """
+    wanted = page.stop
+    taken: list[tuple[Any, float]] = []
+    groups: set[int] = set()
+    for score, query in _bands(t, schema, words):
+        band = query
+        if restriction is not None:
+            band = t.Query.boolean_query([(t.Occur.Must, query), (t.Occur.Must, restriction)])
+        limit = max(1, wanted - len(taken))
+        while True:
+            found = searcher.search(band, limit=limit * (3 if distinct else 1), count=True,
+                                    order_by_field="rank_key")  # fmt: skip
+            hits = _tie_broken(searcher, [address for _, address in found.hits])
+            kept = _distinct(searcher, hits, groups) if distinct else hits
+            if len(kept) >= wanted - len(taken) or len(found.hits) >= found.count:
+                break
+            limit *= 4
+        if distinct and kept:
+            groups.update(searcher.fast_field_values("group", kept))
+        taken += [(address, score) for address in kept[: wanted - len(taken)]]
+        if len(taken) >= wanted:
+            return taken[page]
+    return taken[page] if len(words) <= 1 else None
+
+
+def _every_word(t: Any, schema: Any, searcher: Any, words: list[str], restriction: Any) -> int:
+    """How many documents match every word (and the filters)."""
+    clauses = [
+        (t.Occur.Must, t.Query.disjunction_max_query(
+            [q for _, q in _word_clauses(t, schema, w, i == len(words) - 1)]))
+        for i, w in enumerate(words)
+    ]  # fmt: skip
+    if restriction is not None:
+        clauses.append((t.Occur.Must, restriction))
+    return searcher.search(t.Query.boolean_query(clauses), limit=1, count=True).count
+
+
+def _tie_broken(searcher: Any, addresses: list[Any]) -> list[Any]:
+    """Addresses in ``rank_key`` order, equal keys by object id (as a rebuilt index has them)."""
+    if not addresses:
+        return []
+    rank = np.array(searcher.fast_field_values("rank_key", addresses), dtype="uint64")
+    object_id = np.array(searcher.fast_field_values("object_id", addresses))
+    order = np.lexsort([object_id, np.iinfo(np.uint64).max - rank])
+    return [addresses[i] for i in order]
+
+
+def _distinct(searcher: Any, addresses: list[Any], seen: set[int]) -> list[Any]:
+    """The first address of each variant group not in ``seen``, in order."""
+    groups = searcher.fast_field_values("group", addresses)
+    kept, mine = [], set(seen)
+    for address, group in zip(addresses, groups, strict=True):
+        if group not in mine:
+            mine.add(group)
+            kept.append(address)
+    return kept
+
+
+#: Bits of each custom-ranking column in ``rank_key``, most significant first; a value
+#: past its width counts as the width's largest (sales past 16.7 million tie).
+RANK_BITS = {"sales": 24, "likes": 20, "in_stock": 1, "inventory": 19}
+
+
+def _rank_key() -> pl.Expr:
+    """The custom ranking as one unsigned 64-bit number: compared once, in one fast field."""
+    if tuple(RANK_BITS) != tuple(ROLES.ranking):
+        raise CatalogLakeError(f"rank_key encodes {tuple(RANK_BITS)}, not {ROLES.ranking}")
+    key = pl.lit(0, dtype=pl.UInt64)
+    for name, bits in RANK_BITS.items():
+        value = pl.col(name).cast(pl.Int64).fill_null(0).clip(0, (1 << bits) - 1).cast(pl.UInt64)
+        key = key * (1 << bits) + value
+    return key.alias("rank_key")
 
 
 def _hit(searcher: Any, snippets: Any, address: Any, score: float) -> dict[str, Any]:
