@@ -36,11 +36,6 @@ from .memory import emit
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
 @app.command()
 def changes(
     items: Annotated[int, typer.Option(help="Records in the lake.")] = 1_000_000,
@@ -51,13 +46,10 @@ def changes(
     """Time the changes of ``push``-item pushes into an ``items``-record lake."""
     from catalog_lake.catalog import Catalog
     from catalog_lake.changes import write_changes
-    from catalog_lake.feeds import ingest
 
     rng = random.Random(27)
     with tempfile.TemporaryDirectory(prefix="catalog-lake-changes-") as folder:
-        feed, lake = Path(folder) / "feed", f"{folder}/lake"
-        synth.write_feed(feed, items, dirty_fraction=0.0)
-        ingest(Catalog(lake), feed, group_items=50_000)
+        lake = synth.lake(folder, items)
         catalog = Catalog(lake)
         catalog.lake.checkpoint()
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -78,10 +70,10 @@ def changes(
                     batch = list(synth.items(push, start=fresh, dirty_fraction=0.0))
                     fresh += push
                 else:
-                    start = rng.randrange(0, items - push * 50)
+                    start = rng.randrange(0, max(1, items - push * 50))
                     numbers = range(start, start + push * 50, 50)  # spread over many blocks
                     if scenario == "scattered":  # anywhere in the lake: every block, at 1M
-                        numbers = sorted(rng.sample(range(items), push))
+                        numbers = sorted(rng.sample(range(items), min(push, items)))
                     version = number + 1 if scenario != "unchanged" else number
                     batch = [
                         synth.item(n, random.Random(n), version=version, dirty_fraction=0.0)
@@ -109,7 +101,8 @@ def changes(
             f"{max(baseline):.2f} | 1.00x |",
             *(
                 f"| changes after a push: {scenario} | {counted[scenario]:,} | "
-                f"{statistics.median(t):.3f} | {_p95(t):.3f} | {statistics.median(t) / base:.3f}x |"
+                f"{statistics.median(t):.3f} | {synth.p95(t):.3f} | "
+                f"{statistics.median(t) / base:.3f}x |"
                 for scenario, t in timings.items()
             ),
             "",

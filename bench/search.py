@@ -60,11 +60,6 @@ def _fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
 # --- tantivy ------------------------------------------------------------------------
 
 
@@ -274,13 +269,10 @@ def search(
     """Build, catch up and query both engines over the same ``items`` records."""
     from catalog_lake import reads
     from catalog_lake.catalog import Catalog
-    from catalog_lake.feeds import ingest
 
     rng = random.Random(28)
     with tempfile.TemporaryDirectory(prefix="catalog-lake-search-") as folder:
-        feed, lake = Path(folder) / "feed", f"{folder}/lake"
-        synth.write_feed(feed, items, dirty_fraction=0.0)
-        ingest(Catalog(lake), feed, group_items=50_000)
+        lake = synth.lake(folder, items)
         records = reads.select(Catalog(lake).lake, "records", order_by="object_id")
         size = min(1_000, records.num_rows)  # a change of 1,000 records (fewer in a tiny lake)
         changed = records.take(sorted(rng.sample(range(records.num_rows), size)))
@@ -326,7 +318,7 @@ def search(
         ]
         for name, build, catch_up, latencies, hits in rows:
             cells = [
-                f"{statistics.median(t) * 1000:.1f} / {_p95(t) * 1000:.1f} "
+                f"{statistics.median(t) * 1000:.1f} / {synth.p95(t) * 1000:.1f} "
                 f"({statistics.median(t) / base[kind]:.2f}x)"
                 for kind, t in latencies.items()
             ]

@@ -224,3 +224,20 @@ REPEATS_FILE = "repeated-keys.json"
 def _write(path: Path, texts: list[str]) -> Path:
     path.write_text('{"items": [' + ", ".join(texts) + "]}", encoding="utf-8")
     return path
+
+
+def lake(folder: str | Path, count: int) -> str:
+    """A lake in ``folder`` holding ``count`` clean synthetic items (a feed written, ingested)."""
+    from catalog_lake.catalog import Catalog
+    from catalog_lake.feeds import ingest
+
+    feed, uri = Path(folder) / "feed", f"{folder}/lake"
+    write_feed(feed, count, dirty_fraction=0.0)
+    ingest(Catalog(uri), feed, group_items=50_000)
+    return uri
+
+
+def p95(values: list[float]) -> float:
+    """The 95th percentile of some timings (the nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
