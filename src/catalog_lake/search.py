@@ -166,8 +166,9 @@ class SearchIndex:
             reads.select(self.lake, "records", as_of=latest) if latest is not None else pa.table({})
         )
         with self._writer() as writer:
-            if writer is not None and records.num_rows:
-                _add(writer, records)
+            if writer is None:  # another process holds the index: it builds it
+                return {"action": "busy", "version": None, "seconds": 0.0}
+            _add(writer, records)
         self._save(latest)
         return {
             "action": action,
