@@ -33,11 +33,12 @@ import shutil
 import statistics
 import tempfile
 import time
-import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from catalog_lake.search import fold
 
 from . import synth
 from .memory import emit
@@ -52,12 +53,6 @@ QUERIES = [
     "cold coffee", "levis jeans", "samsung tv", "amul ghee", "green tea", "face wash",
     "masala dosa", "t-shirt",
 ]  # fmt: skip
-
-
-def _fold(text: str) -> str:
-    """Lower case without accents, as both engines index text."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 # --- tantivy ------------------------------------------------------------------------
@@ -123,7 +118,7 @@ class Tantivy:
     def query(self, text: str, filters: bool) -> Any:
         """Every word must match an attribute: exactly, as a prefix (last), or one edit off."""
         t, schema = self.t, self.schema
-        words = _fold(text).replace("-", " ").split()
+        words = fold(text)
         musts = []
         for position, word in enumerate(words):
             last = position == len(words) - 1
@@ -203,7 +198,7 @@ class DuckDB:
 
     def search(self, text: str, *, filters: bool = False, facets: bool = False) -> tuple[int, list]:
         """The count and the first 20 object ids by the custom ranking; facets when asked."""
-        words = _fold(text).replace("-", " ").split()
+        words = fold(text)
         where = " AND ".join("folded LIKE ?" for _ in words)
         params = [f"%{w}%" for w in words]
         if filters:

@@ -47,13 +47,42 @@ def content_columns(schema: pa.Schema, name: str) -> list[str]:
     return [c for c in schema.names if c not in skip]
 
 
+def _same(columns: list[str], suffix: str) -> pl.Expr:
+    """Whether each ``column`` equals its ``column + suffix`` copy (a null equals a null)."""
+    return pl.all_horizontal([pl.col(c).eq_missing(pl.col(c + suffix)) for c in columns])
+
+
 def same_rows(left: pa.Table, right: pa.Table, columns: list[str]) -> np.ndarray:
     """Row by row, whether two equally long tables hold equal ``columns`` (nulls equal nulls)."""
     if left.num_rows == 0:
         return np.zeros(0, dtype=bool)
-    a, b = pl.from_arrow(left.select(columns)), pl.from_arrow(right.select(columns))
-    same = pl.select(pl.all_horizontal([a[c].eq_missing(b[c]) for c in columns]))
-    return same.to_series().to_numpy()
+    both = pl.from_arrow(left.select(columns)).hstack(
+        pl.from_arrow(right.select(columns)).rename(lambda c: c + "__old")
+    )
+    return both.select(_same(columns, "__old")).to_series().to_numpy()
+
+
+def changed_rows(new: Any, old: Any, key: str, columns: list[str]) -> np.ndarray:
+    """Which rows of ``new`` are not in ``old`` (by ``key``) or differ from it in ``columns``.
+
+    Both are Arrow tables or Polars frames holding ``key`` and ``columns``,
+    each ``key`` at most once in ``old``. One hash join and one comparison per
+    column: the record a re-price derived, or a change between two versions,
+    is compared with what was stored without a Python object per row.
+    """
+    fresh = new if isinstance(new, pl.DataFrame) else pl.from_arrow(new)
+    stored = old if isinstance(old, pl.DataFrame) else pl.from_arrow(old)
+    if fresh.height == 0:
+        return np.zeros(0, dtype=bool)
+    stored = stored.select(key, *columns).rename({c: c + "__old" for c in columns})
+    joined = (
+        fresh.select(key, *columns)
+        .with_row_index("__row")
+        .join(stored.with_columns(pl.lit(True).alias("__there")), on=key, how="left")
+        .sort("__row")
+    )
+    there = pl.col("__there").fill_null(False)
+    return joined.select(~(there & _same(columns, "__old"))).to_series().to_numpy()
 
 
 def blocks_predicate(blocks: Any) -> str:

@@ -31,6 +31,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from . import reads
+from .blocks import changed_rows
 from .errors import CatalogLakeError, LakeError
 from .exports import EXPORTED, require_format, write_export
 from .lake import STORE_ERRORS, Lake, conform, first_line, is_local, quote
@@ -98,11 +99,8 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
         after = _rows(after_table, touched, lake.storage_options)
     except (*STORE_ERRORS, pl.exceptions.PolarsError) as exc:
         raise _behind(start, exc) from None
-    joined = after.join(before, on="object_id", how="left", suffix="__before")
     content = [c for c in EXPORTED if c != "object_id"]
-    existed = pl.col("client_item_id__before").is_not_null()
-    same = pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"{c}__before")) for c in content])
-    upserts = joined.filter(~(existed & same)).select(EXPORTED).sort("object_id")
+    upserts = after.filter(changed_rows(after, before, "object_id", content)).sort("object_id")
     gone = before.join(after, on="object_id", how="anti").select("object_id").sort("object_id")
     return Changes(
         start,

@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import reads
+from .blocks import changed_rows, content_columns
 from .lake import sql_timestamp
 from .records import Batch, derive_records, unpack_attributes
 from .schemas import ITEMS, RECORDS, STR_LIST, TABLES
@@ -78,12 +79,11 @@ def changed_records(catalog: Catalog, derived: pa.Table) -> pa.Table:
     price), and a record that did not change is neither rewritten nor counted.
     """
     ids = derived["client_item_id"].to_pylist()
-    # id_block follows object_id (and is a partition column, not in the files).
-    content = [c for c in RECORDS.names if c not in ("updated_at", "received_at", "id_block")]
+    # Not its times; id_block follows object_id (and is a partition column, not in the files).
+    content = content_columns(RECORDS, "records")
     stored = reads.lookup(catalog.lake, "records", "client_item_id", ids, content)
-    before = {row["client_item_id"]: row for row in stored.to_pylist()}
-    keep = [before.get(row["client_item_id"]) != row for row in derived.select(content).to_pylist()]
-    return derived.filter(pa.array(keep, pa.bool_()))
+    compared = [c for c in content if c != "client_item_id"]
+    return derived.filter(changed_rows(derived, stored, "client_item_id", compared))
 
 
 def cursor_retention(catalog: Catalog, now: datetime) -> int:

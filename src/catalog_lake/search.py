@@ -99,9 +99,7 @@ def index_folder(lake: Lake) -> Path:
 
 def fold(text: str) -> list[str]:
     """The words of ``text`` as the index holds them: lower case, no accents, split on the rest."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return re.findall(r"[^\W_]+", plain)
+    return re.findall(r"[^\W_]+", _folded_value(text))
 
 
 class SearchIndex:
@@ -316,20 +314,21 @@ def _schema(tantivy: Any) -> Any:
 
 
 def _analyzers(tantivy: Any, index: Any) -> None:
-    folded = (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.ascii_fold())
-        .build()
-    )
-    index.register_tokenizer("folded", folded)
-    keyword = (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.raw())
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.ascii_fold())
-        .build()
-    )
-    index.register_tokenizer("keyword", keyword)
+    """Register ``folded`` (text split into words) and ``keyword`` (a value kept whole).
+
+    Both fold case and accents, as ``fold`` does to a query.
+    """
+    for name, tokenizer in (
+        ("folded", tantivy.Tokenizer.simple()),
+        ("keyword", tantivy.Tokenizer.raw()),
+    ):
+        analyzer = (
+            tantivy.TextAnalyzerBuilder(tokenizer)
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.ascii_fold())
+            .build()
+        )
+        index.register_tokenizer(name, analyzer)
 
 
 def _filtered(field: str) -> str:
