@@ -13,7 +13,7 @@ import pytest
 
 from catalog_lake import Catalog, check, settings
 from catalog_lake import lake as lake_module
-from catalog_lake.blocks import upserted
+from catalog_lake.blocks import changed_rows, upserted
 from catalog_lake.errors import LakeError
 from catalog_lake.schemas import ITEMS, PLAIN_COLUMNS, STATS_COLUMNS
 from tests.conftest import make_item
@@ -78,6 +78,22 @@ def test_unknown_rows_are_added_and_an_empty_block_takes_them_all():
     assert counts.pop("kept_ids").to_pylist() == []
     assert counts == {"inserted": 1, "updated": 0, "kept": 0}
     assert combined["client_item_id"].to_pylist() == ["a"]
+
+
+def test_a_change_is_found_by_value_whatever_the_digest_says():
+    """``changed_rows`` joins digests, then compares values where digests differ: a value
+    that moves to the next column is a change, and so is an empty list for a null; a
+    -0.0 for a 0.0 or a wider type is none."""
+    old = pa.table({"k": [1, 2, 3, 4, 5], "a": ["x", None, "y", "z", "w"], "b": [None, "x", "y", "z", "w"],
+                    "l": [["t"], ["t"], None, ["t"], ["t"]], "f": [0.0, 1.0, 1.0, 1.0, 1.0]})  # fmt: skip
+    new = pa.table({"k": [5, 4, 3, 2, 1, 6], "a": ["w", "z", "y", "x", "x", "v"],
+                    "b": ["w", "z", "y", None, None, "v"],
+                    "l": [["t"], ["t"], [], ["t"], ["t"], []], "f": [1.0, 1.0, 1.0, 1.0, -0.0, 1.0]})  # fmt: skip
+    changed = changed_rows(new, old, "k", ["a", "b", "l", "f"])
+    assert dict(zip(new["k"].to_pylist(), changed.tolist(), strict=True)) == {
+        5: False, 4: False, 3: True, 2: True, 1: False, 6: True}  # fmt: skip
+    wider = old.set_column(4, "f", old["f"].cast(pa.float32()))
+    assert not changed_rows(old, wider, "k", ["a", "b", "l", "f"]).any()
 
 
 def test_a_block_that_many_pushes_update_stays_one_file(catalog, clock):

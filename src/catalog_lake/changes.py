@@ -128,14 +128,21 @@ def _files(table: DeltaTable) -> dict[str, int]:
 
 
 def _rows(table: DeltaTable, blocks: list[int], options: dict[str, str] | None) -> pl.DataFrame:
-    """The records of some id blocks of a snapshot, their exported columns in today's types."""
+    """The records of some id blocks of a snapshot, their exported columns in today's types.
+
+    Cast in the scan, not through Arrow: the blocks of a scattered change can
+    be most of the lake, and only the upserts leave Polars (``conform``).
+    """
     frame = pl.scan_delta(table, storage_options=options).filter(pl.col("id_block").is_in(blocks))
-    stored = frame.collect_schema().names()
-    found = frame.select([c for c in EXPORTED if c in stored]).collect().to_arrow()
-    arrays = {
-        c: found[c] if c in found.column_names else pa.nulls(found.num_rows) for c in EXPORTED
-    }
-    return pl.from_arrow(conform(pa.table(arrays), RECORDS, EXPORTED))  # type: ignore[return-value]
+    stored = frame.collect_schema()
+    return frame.select(
+        pl.col(c).cast(dtype) if c in stored else pl.lit(None, dtype).alias(c)
+        for c, dtype in _EXPORTED_TYPES.items()
+    ).collect()
+
+
+#: The exported columns' Polars types (``RECORDS``), which both snapshots are read as.
+_EXPORTED_TYPES = pl.from_arrow(RECORDS.empty_table().select(EXPORTED)).schema
 
 
 def _behind(version: int, exc: BaseException) -> LakeError:

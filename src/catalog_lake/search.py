@@ -74,7 +74,7 @@ MAX_CANDIDATES = 200_000
 #: The text rank's units: kind (exact 3, prefix 2, typo 1) < attribute < words matched.
 #: Exact in tantivy's 32-bit scores for up to ``MAX_WORDS`` words.
 _KIND, _ATTRIBUTE, _WORD = 1.0, 64.0, 8192.0
-_FORMAT = "catalog-lake-search/3"
+_FORMAT = "catalog-lake-search/4"
 
 
 class SearchError(CatalogLakeError):
@@ -124,6 +124,8 @@ class SearchIndex:
         is missing, from another format, or behind what the lake still keeps.
         """
         started = time.perf_counter()
+        if self._index is not None and self._is_latest(self.version):
+            return {"action": "current", "version": self.version, "seconds": 0.0}
         table = self.lake.table("records")
         latest = table.version() if table is not None else None
         if self._index is None and not self._opened():
@@ -154,6 +156,20 @@ class SearchIndex:
             "deletes": len(found.deletes),
             "seconds": round(time.perf_counter() - started, 3),
         }
+
+    def _is_latest(self, version: int | None) -> bool:
+        """Whether ``version`` is the local lake's latest records version, by two file checks.
+
+        Delta numbers commits without gaps: the latest is the one whose file is
+        there and whose successor's is not. Cheaper than reading the log (about
+        1 ms a search at a million records); other stores read it.
+        """
+        if version is None or not is_local(self.lake.uri):
+            return False
+        log = Path(self.lake.path("records").removeprefix("file://")) / "_delta_log"
+        return (log / f"{version:020d}.json").exists() and not (
+            log / f"{version + 1:020d}.json"
+        ).exists()
 
     def _rebuilt(self, latest: int | None, started: float, action: str) -> dict[str, Any]:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -236,26 +252,29 @@ class SearchIndex:
         followed = self.follow()
         t = self.t
         searcher = self._index.searcher()
-        text = _text_query(t, self.schema, words)
         restriction = _filters_query(t, self.schema, filters)
-        clauses = [(t.Occur.Must, text)]
-        if restriction is not None:
-            clauses.append((t.Occur.Must, t.Query.const_score_query(restriction, 0.0)))
-        full = t.Query.boolean_query(clauses)
-        count = searcher.search(full, limit=1, count=True).count
+        # Which documents match, counted and faceted in one pass over the ``words``
+        # field; the attribute-by-attribute query is only for ranking.
+        matching = _restricted(t, _matching_query(t, self.schema, words), restriction)
+        counted = (
+            {"cardinality": {"field": "group"}} if distinct else {"value_count": {"field": "group"}}
+        )
+        wanted = {"hits": counted}
+        for name in facets:
+            wanted[f"facet:{name}"] = {"terms": {"field": FACETS[name], "size": 100}}
+        aggregated = searcher.aggregate(matching, wanted)
+        nb_hits = round(aggregated["hits"].get("value") or 0)
         start = page * hits_per_page
         window = slice(start, start + hits_per_page)
-        banded = None
-        if len(words) <= 1 or (
-            len(words) <= BANDED_WORDS
-            and _every_word(t, self.schema, searcher, words, restriction) >= window.stop
-        ):  # few text ranks: each band ordered and cut by the engine
-            banded = _banded(t, self.schema, searcher, words, restriction, distinct, window)
-        if banded is not None:
-            shown = banded
-            nb_hits = round(searcher.cardinality(full, "group")) if distinct else count
-        else:
-            nb_hits, shown = _ranked(searcher, full, min(count, MAX_CANDIDATES), distinct, window)
+        shown = None
+        if len(words) <= BANDED_WORDS:  # few text ranks: each band ordered and cut by the engine
+            shown = _banded(t, self.schema, searcher, words, restriction, distinct, window)
+        if shown is None:
+            shown = _topped(t, self.schema, searcher, words, restriction, distinct, window)
+        if shown is None:  # a rank reached in too many ways to ask for: rank every candidate
+            text = _restricted(t, _text_query(t, self.schema, words), restriction)
+            count = searcher.search(matching, limit=1, count=True).count
+            shown = _ranked(searcher, text, min(count, MAX_CANDIDATES), distinct, window)
         # Highlighted: the query's words where the description holds them as written.
         marked = t.Query.boolean_query(
             [(t.Occur.Should, t.Query.term_query(self.schema, "description", w)) for w in words]
@@ -263,16 +282,11 @@ class SearchIndex:
         snippets = t.SnippetGenerator.create(searcher, marked, self.schema, "description")
         snippets.set_max_num_chars(160)
         hits = [_hit(searcher, snippets, address, score) for address, score in shown]
-        counts = {}
-        if facets:
-            aggregated = searcher.aggregate(
-                full, {f: {"terms": {"field": FACETS[f], "size": 100}} for f in facets}
-            )
-            counts = {f: _buckets(aggregated[f]["buckets"]) for f in facets}
+        counts = {f: _buckets(aggregated[f"facet:{f}"]["buckets"]) for f in facets}
         return {
             "query": query,
             "hits": hits,
-            "nb_hits": nb_hits if distinct else count,
+            "nb_hits": nb_hits,
             "page": page,
             "hits_per_page": hits_per_page,
             "facets": counts,
@@ -293,6 +307,9 @@ def reads_changes(lake: Lake, since: int, until: int):
 
 def _schema(tantivy: Any) -> Any:
     builder = tantivy.SchemaBuilder()
+    # Every searched attribute's words in one field: which documents match is
+    # decided here, one posting list per word, not as a union of one per attribute.
+    builder.add_text_field("words", tokenizer_name="folded", index_option="basic")
     for name in SEARCHED:
         stored = name in ("product_name", "description", "categories")
         builder.add_text_field(name, stored=stored, tokenizer_name="folded", index_option="freq")
@@ -355,7 +372,12 @@ def _add(writer: Any, records: pa.Table) -> None:
         if field.endswith("_kw")
         for alias in (field, _filtered(field))
     ]
+    every = [
+        pl.col(c).list.join(" ") if c in ("categories", "synonyms", "tags") else pl.col(c)
+        for c in SEARCHED
+    ]
     documents = frame.select(
+        pl.concat_str(every, separator=" ", ignore_nulls=True).alias("words"),
         *text,
         *lists,
         *keywords,
@@ -431,6 +453,37 @@ def _text_query(t: Any, schema: Any, words: list[str]) -> Any:
     return t.Query.boolean_query(per_word)
 
 
+def _word_matches(t: Any, schema: Any, word: str, last: bool) -> Any:
+    """The documents a word matches in any way ``_word_clauses`` names, on the ``words`` field.
+
+    One edit off, as a prefix when last, holds the exact term and the prefixes too.
+    """
+    if len(word) >= 5:
+        return t.Query.fuzzy_term_query(schema, "words", word, 1, True, last)
+    if last:
+        return t.Query.fuzzy_term_query(schema, "words", word, 0, True, True)
+    return t.Query.term_query(schema, "words", word)
+
+
+def _matching_query(t: Any, schema: Any, words: list[str]) -> Any:
+    """The documents that match any query word: the same set as ``_text_query``'s, unscored."""
+    if not words:
+        return t.Query.all_query()
+    return t.Query.boolean_query(
+        [(t.Occur.Should, _word_matches(t, schema, w, i == len(words) - 1))
+         for i, w in enumerate(words)]
+    )  # fmt: skip
+
+
+def _restricted(t: Any, query: Any, restriction: Any) -> Any:
+    """``query``, kept to the documents the filters let through (which add no score)."""
+    if restriction is None:
+        return query
+    return t.Query.boolean_query(
+        [(t.Occur.Must, query), (t.Occur.Must, t.Query.const_score_query(restriction, 0.0))]
+    )
+
+
 def _filters_query(t: Any, schema: Any, filters: Any) -> Any:
     """A filter dict (conditions AND-ed; a list value is any of) or a list of them (OR-ed)."""
     if not filters:
@@ -502,14 +555,22 @@ def _range(name: str, value: Any) -> tuple[Any, Any]:
 
 def _ranked(
     searcher: Any, query: Any, limit: int, distinct: bool, page: slice
-) -> tuple[int, list[tuple[Any, float]]]:
+) -> list[tuple[Any, float]]:
     """Rank every candidate by text rank, then the custom ranking; one per variant group.
 
-    Returns how many hits there are, and the page's (address, score) pairs.
+    Returns the page's (address, score) pairs.
     """
     if limit == 0:
-        return 0, []
-    found = searcher.search(query, limit=limit, count=False).hits
+        return []
+    return _ordered(searcher, searcher.search(query, limit=limit, count=False).hits, distinct)[page]
+
+
+def _ordered(
+    searcher: Any, found: list[tuple[float, Any]], distinct: bool
+) -> list[tuple[Any, float]]:
+    """(score, address) pairs as (address, score), by score, then the custom ranking, then id."""
+    if not found:
+        return []
     scores, places = zip(*found, strict=True)
     addresses = list(places)
     score = np.fromiter(scores, dtype="float64", count=len(found))
@@ -521,11 +582,115 @@ def _ranked(
         group = np.array(searcher.fast_field_values("group", addresses), dtype="uint64")
         _, first = np.unique(group[order], return_index=True)
         order = order[np.sort(first)]
-    return len(order), [(addresses[i], float(score[i])) for i in order[page]]
+    return [(addresses[i], float(score[i])) for i in order]
 
 
-#: Queries of at most this many words are ranked band by band inside the engine.
+#: Ways (one per word: an attribute and a kind, or no match) to reach one text rank that
+#: ``_topped`` writes as one query, and steps spent looking for them; a rank reached in
+#: more ways, or harder to find, is ranked by ``_ranked``.
+MAX_BAND_WAYS = 512
+MAX_BAND_STEPS = 20_000
+
+
+def _topped(
+    t: Any,
+    schema: Any,
+    searcher: Any,
+    words: list[str],
+    restriction: Any,
+    distinct: bool,
+    page: slice,
+) -> list[tuple[Any, float]] | None:
+    """The page of a longer query: the engine's best hits by text rank, and the last rank in full.
+
+    tantivy returns the ``limit`` best scores, but cuts among equal scores by
+    document address. Every hit scoring above the lowest score it returned is
+    there, and is ordered here by the custom ranking; the documents of exactly
+    that score are asked for again as one band (``_band``), in the custom
+    ranking's order, so the page ends where the ranking says. A few thousand
+    hits are read, not every candidate. None when that score is reached in
+    more than ``MAX_BAND_WAYS`` ways (``_band``).
+    """
+    wanted = page.stop
+    per_word = [_word_clauses(t, schema, w, i == len(words) - 1) for i, w in enumerate(words)]
+    text = _restricted(t, _text_query(t, schema, words), restriction)
+    limit = wanted * (3 if distinct else 1)
+    while True:
+        found = searcher.search(text, limit=limit, count=False).hits
+        if len(found) < limit:  # every candidate is here
+            return _ordered(searcher, found, distinct)[page]
+        lowest = min(score for score, _ in found)
+        band = _band(t, schema, words, per_word, lowest)
+        if band is None:
+            return None
+        if restriction is not None:
+            band = t.Query.boolean_query([(t.Occur.Must, band), (t.Occur.Must, restriction)])
+        tied, _ = _in_rank_order(t, schema, searcher, band, limit)
+        ordered = _ordered(searcher, [(s, a) for s, a in found if s > lowest], False)
+        ordered += [(a, lowest) for a in tied]
+        if distinct:
+            groups = searcher.fast_field_values("group", [a for a, _ in ordered])
+            first = dict(zip(reversed(groups), range(len(groups) - 1, -1, -1), strict=True))
+            ordered = [ordered[i] for i in sorted(first.values())]
+        if len(ordered) >= wanted:
+            return ordered[page]
+        limit *= 4
+
+
+def _band(
+    t: Any, schema: Any, words: list[str], per_word: list[list[tuple[float, Any]]], score: float
+) -> Any:
+    """The documents whose text rank is exactly ``score``; None past ``MAX_BAND_WAYS`` ways.
+
+    A way gives each word its best match (an option of ``_word_clauses``: that
+    one matches, no better one does) or no match at all; the ways whose
+    constants add up to ``score`` are found by a walk that drops a branch as
+    soon as it cannot reach it.
+    """
+    options = [[(round(c), q) for c, q in clauses] + [(0, None)] for clauses in per_word]
+    best_after = [0] * (len(words) + 1)
+    for i in range(len(words) - 1, -1, -1):
+        best_after[i] = best_after[i + 1] + options[i][0][0]
+    target, ways, steps = round(score), [], [0]
+
+    def walk(i: int, total: int, chosen: tuple[int, ...]) -> None:
+        steps[0] += 1
+        if len(ways) > MAX_BAND_WAYS or steps[0] > MAX_BAND_STEPS:
+            return
+        if i == len(words):
+            if total == target:
+                ways.append(chosen)
+            return
+        for j, (constant, _) in enumerate(options[i]):
+            if total + constant + best_after[i + 1] < target:
+                break  # the options are best first: no later one reaches it either
+            if total + constant <= target:
+                walk(i + 1, total + constant, (*chosen, j))
+
+    walk(0, 0, ())
+    if not ways or len(ways) > MAX_BAND_WAYS or steps[0] > MAX_BAND_STEPS:
+        return None
+    queries = []
+    for way in ways:
+        clauses = []
+        for w, j in enumerate(way):
+            query = options[w][j][1]
+            if query is None:
+                last = w == len(words) - 1
+                clauses.append((t.Occur.MustNot, _word_matches(t, schema, words[w], last)))
+            else:
+                clauses.append((t.Occur.Must, query))
+                clauses += [(t.Occur.MustNot, better) for _, better in per_word[w][:j]]
+        queries.append(t.Query.boolean_query(clauses))
+    if len(queries) == 1:
+        return queries[0]
+    return t.Query.boolean_query([(t.Occur.Should, q) for q in queries])
+
+
+#: Queries of at most this many words are ranked band by band inside the engine; past
+#: ``BANDS_TRIED`` bands that leave the page short, by the engine's best scores (``_topped``).
 BANDED_WORDS = 2
+BANDS_TRIED = 6
 
 
 def _bands(t: Any, schema: Any, words: list[str]) -> Iterator[tuple[float, Any]]:
@@ -568,23 +733,24 @@ def _banded(
 
     A short query's text rank has few values (``_bands``), so each is a query
     of its own, which tantivy orders by ``rank_key`` and cuts at the page: no
-    hit past the page is read. None when the documents matching every word do
-    not fill the page (the rest match fewer words: ``_ranked`` ranks them all).
+    hit past the page is read. None when ``BANDS_TRIED`` bands of a query of
+    several words leave the page short: its documents are spread over many
+    bands, or match fewer words (``_topped`` ranks them).
     """
     wanted = page.stop
     taken: list[tuple[Any, float]] = []
     groups: set[int] = set()
-    for score, query in _bands(t, schema, words):
+    for tried, (score, query) in enumerate(_bands(t, schema, words)):
+        if len(words) > 1 and tried >= BANDS_TRIED:
+            return None
         band = query
         if restriction is not None:
             band = t.Query.boolean_query([(t.Occur.Must, query), (t.Occur.Must, restriction)])
         limit = max(1, wanted - len(taken))
         while True:
-            found = searcher.search(band, limit=limit * (3 if distinct else 1), count=True,
-                                    order_by_field="rank_key")  # fmt: skip
-            hits = _tie_broken(searcher, [address for _, address in found.hits])
+            hits, every = _in_rank_order(t, schema, searcher, band, limit * (3 if distinct else 1))
             kept = _distinct(searcher, hits, groups) if distinct else hits
-            if len(kept) >= wanted - len(taken) or len(found.hits) >= found.count:
+            if len(kept) >= wanted - len(taken) or every:
                 break
             limit *= 4
         if distinct and kept:
@@ -595,16 +761,30 @@ def _banded(
     return taken[page] if len(words) <= 1 else None
 
 
-def _every_word(t: Any, schema: Any, searcher: Any, words: list[str], restriction: Any) -> int:
-    """How many documents match every word (and the filters)."""
-    clauses = [
-        (t.Occur.Must, t.Query.disjunction_max_query(
-            [q for _, q in _word_clauses(t, schema, w, i == len(words) - 1)]))
-        for i, w in enumerate(words)
-    ]  # fmt: skip
-    if restriction is not None:
-        clauses.append((t.Occur.Must, restriction))
-    return searcher.search(t.Query.boolean_query(clauses), limit=1, count=True).count
+def _in_rank_order(
+    t: Any, schema: Any, searcher: Any, query: Any, limit: int
+) -> tuple[list[Any], bool]:
+    """The first ``limit`` documents of ``query`` by the custom ranking, and whether that is all.
+
+    tantivy orders by ``rank_key`` but cuts among equal keys by document
+    address, which a rebuild changes. So twice the page is read, and when the
+    documents tied with the page's last key run past that too, they are asked
+    for again in object id order: the cut is the same in any index.
+    """
+    # Twice the page: the documents that tie with the last of it are most often all there.
+    found = searcher.search(query, limit=2 * limit, count=False, order_by_field="rank_key").hits
+    ordered = _tie_broken(searcher, [address for _, address in found])
+    if len(found) < 2 * limit:  # every document of the query is here
+        return ordered[:limit], len(found) <= limit
+    lowest = found[limit - 1][0]
+    if found[-1][0] < lowest:  # and every one tied with the last of the page
+        return ordered[:limit], False
+    above = sum(1 for key, _ in found if key > lowest)
+    key = t.Query.range_query(schema, "rank_key", t.FieldType.Unsigned, lowest, lowest)
+    tied = t.Query.boolean_query([(t.Occur.Must, query), (t.Occur.Must, key)])
+    rest = searcher.search(tied, limit=limit - above, count=False, order_by_field="object_id",
+                           order=t.Order.Asc).hits  # fmt: skip
+    return ordered[:above] + [address for _, address in rest], False
 
 
 def _tie_broken(searcher: Any, addresses: list[Any]) -> list[Any]:
