@@ -20,6 +20,10 @@ Relevance follows a hosted engine's record model (docs/design.md, "Search"):
   constants add up so that the criteria compare in that order;
 - ties go to the custom ranking (``ROLES.ranking``: sales, likes, in stock,
   inventory, each descending), and one hit per ``variant_group_id`` is kept.
+
+Which documents match is decided on one catch-all ``words`` field (counted and
+faceted in one aggregation); the attribute-by-attribute query only ranks, and
+only as far as the page needs (``_banded``, ``_topped``).
 """
 
 from __future__ import annotations
@@ -270,7 +274,8 @@ class SearchIndex:
         if len(words) <= BANDED_WORDS:  # few text ranks: each band ordered and cut by the engine
             shown = _banded(t, self.schema, searcher, words, restriction, distinct, window)
         if shown is None:
-            shown = _topped(t, self.schema, searcher, words, restriction, distinct, window)
+            best = _topped(t, self.schema, searcher, words, restriction, distinct, window.stop)
+            shown = best[window] if best is not None else None
         if shown is None:  # a rank reached in too many ways to ask for: rank every candidate
             text = _restricted(t, _text_query(t, self.schema, words), restriction)
             count = searcher.search(matching, limit=1, count=True).count
@@ -599,9 +604,9 @@ def _topped(
     words: list[str],
     restriction: Any,
     distinct: bool,
-    page: slice,
+    wanted: int,
 ) -> list[tuple[Any, float]] | None:
-    """The page of a longer query: the engine's best hits by text rank, and the last rank in full.
+    """The ``wanted`` best hits of a longer query, in order (fewer when there are no more).
 
     tantivy returns the ``limit`` best scores, but cuts among equal scores by
     document address. Every hit scoring above the lowest score it returned is
@@ -611,14 +616,13 @@ def _topped(
     hits are read, not every candidate. None when that score is reached in
     more than ``MAX_BAND_WAYS`` ways (``_band``).
     """
-    wanted = page.stop
     per_word = [_word_clauses(t, schema, w, i == len(words) - 1) for i, w in enumerate(words)]
     text = _restricted(t, _text_query(t, schema, words), restriction)
     limit = wanted * (3 if distinct else 1)
     while True:
         found = searcher.search(text, limit=limit, count=False).hits
         if len(found) < limit:  # every candidate is here
-            return _ordered(searcher, found, distinct)[page]
+            return _ordered(searcher, found, distinct)[:wanted]
         lowest = min(score for score, _ in found)
         band = _band(t, schema, words, per_word, lowest)
         if band is None:
@@ -633,7 +637,7 @@ def _topped(
             first = dict(zip(reversed(groups), range(len(groups) - 1, -1, -1), strict=True))
             ordered = [ordered[i] for i in sorted(first.values())]
         if len(ordered) >= wanted:
-            return ordered[page]
+            return ordered[:wanted]
         limit *= 4
 
 
