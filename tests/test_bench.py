@@ -131,3 +131,17 @@ def test_the_search_candidates_bench_runs_both_engines(tmp_path):
     assert done.exit_code == 0, done.output
     text = report.read_text()
     assert "| duckdb (baseline) |" in text and "| tantivy |" in text
+
+
+def test_the_peers_bench_loads_one_feed_with_each_system(tmp_path):
+    from bench import peers
+
+    found, load = peers.run(300, 1, tmp_path)
+    names = list(found)
+    assert names[:3] == list(peers.PEERS)[:3]  # DuckDB (the baseline), pandas, catalog-lake
+    assert found[names[0]][0]["rows"] == 299  # DuckDB cannot read the item that repeats a key
+    assert found[names[1]][0]["rows"] == 300  # pandas keeps every item, checked or not
+    assert 0 < found[names[2]][0]["rows"] < 300  # catalog-lake refuses the dirty ones
+    assert all(run[0]["wall"] >= run[0]["seconds"] > 0 for run in found.values())
+    assert ("dlt first load, merge (no checks, a table per list)" in found) == peers.has_dlt()
+    assert "before" in load and "after" in load

@@ -674,16 +674,31 @@ def _band(
     walk(0, 0, ())
     if not ways or len(ways) > MAX_BAND_WAYS or steps[0] > MAX_BAND_STEPS:
         return None
+    return _ways_query(t, schema, words, per_word, ways)
+
+
+def _ways_query(
+    t: Any,
+    schema: Any,
+    words: list[str],
+    per_word: list[list[tuple[float, Any]]],
+    ways: list[tuple[int, ...]],
+) -> Any:
+    """The documents that match the query in one of ``ways``.
+
+    A way names, for each word, its best match: an index into that word's
+    ``per_word`` options (that one matches, no better one does), or one past
+    them for no match at all.
+    """
     queries = []
     for way in ways:
         clauses = []
         for w, j in enumerate(way):
-            query = options[w][j][1]
-            if query is None:
+            if j == len(per_word[w]):
                 last = w == len(words) - 1
                 clauses.append((t.Occur.MustNot, _word_matches(t, schema, words[w], last)))
             else:
-                clauses.append((t.Occur.Must, query))
+                clauses.append((t.Occur.Must, per_word[w][j][1]))
                 clauses += [(t.Occur.MustNot, better) for _, better in per_word[w][:j]]
         queries.append(t.Query.boolean_query(clauses))
     if len(queries) == 1:
@@ -713,15 +728,7 @@ def _bands(t: Any, schema: Any, words: list[str]) -> Iterator[tuple[float, Any]]
         total = sum(per_word[w][i][0] for w, i in enumerate(combo))
         combos.setdefault(total, []).append(combo)
     for total in sorted(combos, reverse=True):
-        options = []
-        for combo in combos[total]:
-            clauses = []
-            for w, i in enumerate(combo):
-                clauses.append((t.Occur.Must, per_word[w][i][1]))
-                clauses += [(t.Occur.MustNot, better) for _, better in per_word[w][:i]]
-            options.append(t.Query.boolean_query(clauses))
-        yield total, (options[0] if len(options) == 1 else t.Query.boolean_query(
-            [(t.Occur.Should, option) for option in options]))  # fmt: skip
+        yield total, _ways_query(t, schema, words, per_word, combos[total])
 
 
 def _banded(
