@@ -612,9 +612,11 @@ def _topped(
     document address. Every hit scoring above the lowest score it returned is
     there, and is ordered here by the custom ranking; the documents of exactly
     that score are asked for again as one band (``_band``), in the custom
-    ranking's order, so the page ends where the ranking says. A few thousand
-    hits are read, not every candidate. None when that score is reached in
-    more than ``MAX_BAND_WAYS`` ways (``_band``).
+    ranking's order, so the page ends where the ranking says. When the page
+    ends above the lowest score, nothing more is asked; when that score is
+    reached in more ways than ``_band`` writes, more hits are read, up to
+    ``MAX_CANDIDATES``. A few thousand hits are read, not every candidate.
+    None when even that many leave the page's end among equal scores.
     """
     per_word = [_word_clauses(t, schema, w, i == len(words) - 1) for i, w in enumerate(words)]
     text = _restricted(t, _text_query(t, schema, words), restriction)
@@ -624,9 +626,15 @@ def _topped(
         if len(found) < limit:  # every candidate is here
             return _ordered(searcher, found, distinct)[:wanted]
         lowest = min(score for score, _ in found)
+        fetched = _ordered(searcher, found, distinct)
+        if len(fetched) >= wanted and fetched[wanted - 1][1] > lowest:
+            return fetched[:wanted]  # the page ends above the cut: nothing unread ranks in it
         band = _band(t, schema, words, per_word, lowest)
-        if band is None:
-            return None
+        if band is None:  # too many ways to ask for that score: read further instead
+            if limit >= MAX_CANDIDATES:
+                return None
+            limit = min(limit * 4, MAX_CANDIDATES)
+            continue
         if restriction is not None:
             band = t.Query.boolean_query([(t.Occur.Must, band), (t.Occur.Must, restriction)])
         tied, _ = _in_rank_order(t, schema, searcher, band, limit)
