@@ -301,3 +301,12 @@ def test_the_cli_searches_with_filters_and_facets(run):
     assert lines[2] == "brand: Biba 1"
     assert json.loads(run("search", "kurta", "--json").stdout)["nb_hits"] == 1
     assert run("search", "x", "--price", "cheap").exit_code == 2
+
+
+def test_the_whole_catalog_is_counted_once_per_version_and_never_past_its_hits(shop):
+    assert shop.search("")["nb_hits"] <= shop.search("", distinct=False)["nb_hits"] == 4
+    assert "Lumo" not in shop.search("", facets=["brand"])["facets"]["brand"]
+    shop.push({"items": [_item("lamp", "Brass Lamp", attributes__brand="Lumo")]})
+    # a new records version: the front page's counts and facets are taken again
+    assert shop.search("", distinct=False)["nb_hits"] == 5
+    assert shop.search("", facets=["brand"])["facets"]["brand"]["Lumo"] == 1

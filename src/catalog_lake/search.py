@@ -118,6 +118,8 @@ class SearchIndex:
         self.schema = _schema(tantivy)
         self._index: Any = None
         self.version: int | None = None
+        #: The whole index's counts and facets, for the version they were taken at.
+        self._whole: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     # --- keeping it current -----------------------------------------------------------
 
@@ -160,6 +162,35 @@ class SearchIndex:
             "deletes": len(found.deletes),
             "seconds": round(time.perf_counter() - started, 3),
         }
+
+    def _aggregated(
+        self,
+        searcher: Any,
+        matching: Any,
+        distinct: bool,
+        facets: tuple[str, ...],
+        everything: bool,
+    ) -> dict[str, Any]:
+        """The hits counted (``hits``, and ``groups`` with distinct) and faceted, in one pass.
+
+        Over the whole index (no words, no filters: a catalog's front page) the
+        answer changes only with the index, so it is kept per records version:
+        counting a million records' variant groups costs 15-20 ms.
+        """
+        key = (self.version, distinct, facets)
+        if everything and key in self._whole:
+            return self._whole[key]
+        wanted = {"hits": {"value_count": {"field": "group"}}}
+        if distinct:
+            wanted["groups"] = {"cardinality": {"field": "group"}}
+        for name in facets:
+            wanted[f"facet:{name}"] = {"terms": {"field": FACETS[name], "size": 100}}
+        aggregated = searcher.aggregate(matching, wanted)
+        if everything and self.version is not None:
+            if len(self._whole) >= 32 or any(k[0] != self.version for k in self._whole):
+                self._whole = {}  # another version's, or too many facet lists kept
+            self._whole[key] = aggregated
+        return aggregated
 
     def _is_latest(self, version: int | None) -> bool:
         """Whether ``version`` is the local lake's latest records version, by two file checks.
@@ -260,14 +291,12 @@ class SearchIndex:
         # Which documents match, counted and faceted in one pass over the ``words``
         # field; the attribute-by-attribute query is only for ranking.
         matching = _restricted(t, _matching_query(t, self.schema, words), restriction)
-        counted = (
-            {"cardinality": {"field": "group"}} if distinct else {"value_count": {"field": "group"}}
-        )
-        wanted = {"hits": counted}
-        for name in facets:
-            wanted[f"facet:{name}"] = {"terms": {"field": FACETS[name], "size": 100}}
-        aggregated = searcher.aggregate(matching, wanted)
-        nb_hits = round(aggregated["hits"].get("value") or 0)
+        aggregated = self._aggregated(searcher, matching, distinct, tuple(facets),
+                                      everything=not words and restriction is None)  # fmt: skip
+        count = round(aggregated["hits"].get("value") or 0)
+        # The distinct count is an estimate (HyperLogLog): never more than the hits.
+        groups = aggregated.get("groups", {}).get("value")
+        nb_hits = min(count, round(groups or 0)) if distinct else count
         start = page * hits_per_page
         window = slice(start, start + hits_per_page)
         shown = None
@@ -278,7 +307,6 @@ class SearchIndex:
             shown = best[window] if best is not None else None
         if shown is None:  # a rank reached in too many ways to ask for: rank every candidate
             text = _restricted(t, _text_query(t, self.schema, words), restriction)
-            count = searcher.search(matching, limit=1, count=True).count
             shown = _ranked(searcher, text, min(count, MAX_CANDIDATES), distinct, window)
         # Highlighted: the query's words where the description holds them as written.
         marked = t.Query.boolean_query(
