@@ -296,7 +296,7 @@ def test_the_cli_searches_with_filters_and_facets(run):
                "--category", "Fashion", "--facet", "brand")  # fmt: skip
     assert done.exit_code == 0, done.output
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("1 hits (")
+    assert lines[0].startswith("1 hit (")
     assert lines[1].endswith("Printed Kurta  289 (was 310)")
     assert lines[2] == "brand: Biba 1"
     assert json.loads(run("search", "kurta", "--json").stdout)["nb_hits"] == 1

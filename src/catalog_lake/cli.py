@@ -783,7 +783,8 @@ def search(
     if as_json:
         print_json(found)
         return
-    print(f"{found['nb_hits']:,} hits ({found['processing_time_ms']} ms)")
+    hits = found["nb_hits"]
+    print(f"{hits:,} hit{'' if hits == 1 else 's'} ({found['processing_time_ms']} ms)")
     for number, hit in enumerate(found["hits"], start=page * hits_per_page + 1):
         sale = f" (was {hit['mrp']:g})" if hit["on_sale"] else ""
         print(f"{number:>3}. [{hit['object_id']}] {hit['product_name']}  {hit['price']:g}{sale}")
