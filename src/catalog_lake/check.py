@@ -214,16 +214,17 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
     )
     for request_id, text, received, success, failed in rows:
         response = json.loads(text)
-        if "catalog_delete_request_id" in response:  # a delete request (issue 27)
-            given = (
-                response["catalog_delete_received_count"],
-                response["catalog_delete_success_count"],
-                response["catalog_delete_failed_count"],
-            )
-            if given != (str(received), str(success), str(failed)) or int(received) != len(
-                response["items"]
-            ):
-                disagreeing.append(request_id)
+        # 4. the stored row agrees with the response it returned. A delete's response
+        # (issue 27) lists every id sent; a push's, the items it stored.
+        deleted = "catalog_delete_request_id" in response
+        key = "catalog_delete_{}_count" if deleted else "catalog_push_{}_product_count"
+        counts = tuple(response[key.format(n)] for n in ("received", "success", "failed"))
+        listed = received if deleted else success
+        if counts != (str(received), str(success), str(failed)) or int(listed) != len(
+            response["items"]
+        ):
+            disagreeing.append(request_id)
+        if deleted:
             continue
         for entry in response["items"]:
             for client_id, service_id in entry.items():
@@ -236,16 +237,6 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
                             "request_id": request_id,
                         }
                     )
-        # 4. the stored row agrees with the response it returned.
-        counts = (
-            response["catalog_push_received_product_count"],
-            response["catalog_push_success_product_count"],
-            response["catalog_push_failed_product_count"],
-        )
-        if counts != (str(received), str(success), str(failed)) or int(success) != len(
-            response["items"]
-        ):
-            disagreeing.append(request_id)
     violation(4, "pushes row disagrees with its response", disagreeing)
     violation(2, "a client_item_id's service id changed after it was returned", changed)
 

@@ -130,7 +130,7 @@ class SearchIndex:
         is missing, from another format, or behind what the lake still keeps.
         """
         started = time.perf_counter()
-        if self._index is not None and self._is_latest(self.version):
+        if self._index is not None and self.lake.is_latest("records", self.version):
             return {"action": "current", "version": self.version, "seconds": 0.0}
         table = self.lake.table("records")
         latest = table.version() if table is not None else None
@@ -191,20 +191,6 @@ class SearchIndex:
                 self._whole = {}  # another version's, or too many facet lists kept
             self._whole[key] = aggregated
         return aggregated
-
-    def _is_latest(self, version: int | None) -> bool:
-        """Whether ``version`` is the local lake's latest records version, by two file checks.
-
-        Delta numbers commits without gaps: the latest is the one whose file is
-        there and whose successor's is not. Cheaper than reading the log (about
-        1 ms a search at a million records); other stores read it.
-        """
-        if version is None or not is_local(self.lake.uri):
-            return False
-        log = Path(self.lake.path("records").removeprefix("file://")) / "_delta_log"
-        return (log / f"{version:020d}.json").exists() and not (
-            log / f"{version + 1:020d}.json"
-        ).exists()
 
     def _rebuilt(self, latest: int | None, started: float, action: str) -> dict[str, Any]:
         shutil.rmtree(self.folder, ignore_errors=True)
