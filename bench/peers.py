@@ -27,6 +27,7 @@ after; ``--record`` appends the report to ``bench/results.md``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -112,6 +113,25 @@ PEERS = {
 }
 
 
+def _catalog_lake_at(src: str, feed: str, out: str) -> dict[str, Any]:
+    """The ingest of another checkout (its ``src`` folder first on the path), for a before row.
+
+    Timed from outside as every peer is, with no stage clocks: they wrap the
+    functions of this checkout, which another one may not have.
+    """
+    import sys
+
+    sys.path.insert(0, src)
+    from catalog_lake.catalog import Catalog
+    from catalog_lake.feeds import ingest
+
+    from .run import _peak_rss_mb
+
+    assert Path(sys.modules["catalog_lake"].__file__ or "").is_relative_to(src)
+    summary = ingest(Catalog(out), feed, batch_size=1_000, group_items=20_000)
+    return {"rows": summary["totals"]["success"], "rss_mb": _peak_rss_mb()}
+
+
 def has_dlt() -> bool:
     """Whether the bench-only dlt peer can run here."""
     import importlib.util
@@ -119,11 +139,21 @@ def has_dlt() -> bool:
     return importlib.util.find_spec("dlt") is not None
 
 
-def run(items: int, rounds: int, folder: Path) -> tuple[dict[str, list[dict[str, Any]]], str]:
-    """Every peer ``rounds`` times over one feed, interleaved; the figures and the loads."""
+def run(
+    items: int, rounds: int, folder: Path, before: Path | None = None
+) -> tuple[dict[str, list[dict[str, Any]]], str]:
+    """Every peer ``rounds`` times over one feed, interleaved; the figures and the loads.
+
+    ``before``: the ``src`` folder of another checkout, whose ingest runs as one
+    more peer (a before-and-after pair from one run).
+    """
     feed = folder / "feed"
     synth.write_feed(feed, items, dirty_fraction=0.05)
     peers = {name: f for name, f in PEERS.items() if f is not _dlt_peer or has_dlt()}
+    if before is not None:
+        peers[f"catalog-lake ingest, before ({before})"] = functools.partial(
+            _catalog_lake_at, str(before.resolve())
+        )
     before = os.getloadavg()
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in peers}
     for number in range(rounds):
@@ -143,11 +173,15 @@ def run(items: int, rounds: int, folder: Path) -> tuple[dict[str, list[dict[str,
 def peers(
     items: Annotated[int, typer.Option(min=100, help="Items in the synthetic feed.")] = 100_000,
     rounds: Annotated[int, typer.Option(min=1, help="Runs of each system (median).")] = 3,
+    before: Annotated[
+        Path | None,
+        typer.Option(help="The src folder of another checkout: its ingest runs too."),
+    ] = None,
     record: Annotated[Path | None, typer.Option(help="Append the report to this file.")] = None,
 ) -> None:
     """Load one feed with DuckDB, pandas, catalog-lake and dlt; report medians against DuckDB."""
     with tempfile.TemporaryDirectory(prefix="catalog-lake-peers-") as folder:
-        found, load = run(items, rounds, Path(folder))
+        found, load = run(items, rounds, Path(folder), before)
     base = statistics.median(r["wall"] for r in next(iter(found.values())))
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     lines = [

@@ -245,7 +245,7 @@ def test_a_feed_file_keeps_numbers_as_sent_too(catalog, tmp_path, suffix):
     assert summary["totals"]["warned"] == 1
     (warned,) = summary["catalog_push_warning_items"]
     assert warned["warnings"][0]["value"] == "4.9999999999999999"
-    assert '"qty":4.9999999999999999' in catalog.raw()["item_json"][0]
+    assert '"qty": 4.9999999999999999' in catalog.raw()["item_json"][0]  # the text as sent
 
 
 @pytest.mark.parametrize("raw_value", ["120", "120.0", "120.00"])

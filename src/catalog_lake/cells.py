@@ -66,6 +66,37 @@ class Cells:
             [],
         )
 
+    def slice(self, start: int, end: int) -> Cells:
+        """Rows ``start`` to ``end`` (a push of several read at once)."""
+        if start == 0 and end == len(self):
+            return self
+        size = end - start
+        return Cells(
+            self.text.slice(start, size),
+            self.kind.slice(start, size),
+            {
+                k: (t.slice(start, size), c.slice(start, size))
+                for k, (t, c) in self.elements.items()
+            },
+            None if self.extra_fields is None else self.extra_fields.slice(start, size),
+            None if self.extra_attributes is None else self.extra_attributes.slice(start, size),
+            [(row - start, *rest) for row, *rest in self.nonfinite if start <= row < end],
+        )
+
+    def take(self, order: np.ndarray) -> Cells:
+        """The cells with row i taken from row ``order[i]`` (a permutation of the rows)."""
+        rows = pl.Series(order, dtype=pl.Int64)
+        back = np.empty(len(order), np.int64)
+        back[order] = np.arange(len(order))
+        return Cells(
+            self.text[rows],
+            self.kind[rows],
+            {k: (t.gather(rows), c.gather(rows)) for k, (t, c) in self.elements.items()},
+            None if self.extra_fields is None else self.extra_fields.gather(rows),
+            None if self.extra_attributes is None else self.extra_attributes.gather(rows),
+            [(int(back[row]), *rest) for row, *rest in self.nonfinite],
+        )
+
 
 #: Kind codes as numpy sees them: the Enum's physical codes, ``ABSENT`` where not sent.
 CODE = {kind: code for code, kind in enumerate(KINDS)}

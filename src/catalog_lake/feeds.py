@@ -13,6 +13,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,6 +26,7 @@ from .push import Checked, PushRequest
 from .runs import Plan, plan, record_files, record_run
 from .sources import (
     DEFAULT_PATTERN,
+    PARSE_ITEMS,
     FeedFile,
     FileBatches,
     FileResult,
@@ -32,6 +34,7 @@ from .sources import (
     file_batches,
     file_groups,
     is_deletions,
+    parse_together,
     read_deletions,
 )
 from .summary import (
@@ -160,14 +163,19 @@ def _push_files(
                     else:
                         _write_checked(writer, chunk, outcome)
     else:
-        pushes = writer.pushes(deque(files), batch_size)
-        while True:
-            # The collector waits until the group is written and its items freed.
-            with collector_paused(collect=True):
-                group = writer.read_group(pushes, group_items)
-                if not group:
-                    break
-                writer.write(group)
+        pushes = writer.pushes(deque(files), batch_size, min(group_items, PARSE_ITEMS))
+        # The next group is read and parsed while this one is written: both spend most of
+        # their time in Polars, Arrow and delta-rs, which release the GIL (issue 29).
+        with ThreadPoolExecutor(1, thread_name_prefix="catalog-lake-read") as reader:
+            pending = reader.submit(writer.read_group, pushes, group_items)
+            while True:
+                # The collector waits until the group is written and its items freed.
+                with collector_paused(collect=True):
+                    group = pending.result()
+                    if not group:
+                        break
+                    pending = reader.submit(writer.read_group, pushes, group_items)
+                    writer.write(group)
 
 
 class Entry(NamedTuple):
@@ -235,13 +243,28 @@ class _GroupWriter:
 
         return parsed
 
-    def pushes(self, queue: deque[FeedFile], batch_size: int) -> Iterator[Entry]:
-        """Every push of the queue's files in order, each parsed when it is asked for."""
+    def pushes(self, queue: deque[FeedFile], batch_size: int, parse_items: int) -> Iterator[Entry]:
+        """Every push of the queue's files in order, parsed ``parse_items`` items at a time.
+
+        Small files are read until they hold that many items, and parsed
+        together (``sources.parse_together``); a larger file is parsed that
+        many items at a time. Memory follows the group, never the file.
+        """
         while queue:
-            entry = self.read(queue.popleft(), batch_size)
-            if entry is None:
-                continue
-            result, batches = entry
+            ahead: list[tuple[FileResult, FileBatches]] = []
+            items = 0
+            while queue and (not ahead or items < parse_items):
+                entry = self.read(queue.popleft(), batch_size)
+                if entry is not None:
+                    entry[1].read_together = max(parse_items, batch_size)
+                    ahead.append(entry)
+                    items += entry[1].total
+            with collector_paused():
+                parse_together([batches for _, batches in ahead], parse_items)
+            yield from self._pushes_of(ahead)
+
+    def _pushes_of(self, files: list[tuple[FileResult, FileBatches]]) -> Iterator[Entry]:
+        for result, batches in files:
             done = 0
             try:
                 for request in batches.pushes(self._parsed(result.feed)):

@@ -507,7 +507,7 @@ def _dated(cleaned: Cells, name: str) -> arrow.Array:
 
 def _sent(parsed: ParsedPush, row: int, path: str) -> Any:
     """The value of field ``path`` of item ``row`` as it was sent."""
-    item = parsed.items[row] if row < len(parsed.items) else {}
+    item = parsed.item(row)
     head, _, rest = path.partition(".")
     if rest and head in CONTAINERS and isinstance(item.get(head), dict):
         return item[head].get(rest)

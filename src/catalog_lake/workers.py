@@ -19,7 +19,14 @@ import pandas as pd
 from .errors import PushError
 from .parse import combine
 from .push import PushRequest, ShippedCheck, check_group
-from .sources import FeedFile, collector_paused, file_pushes
+from .sources import (
+    PARSE_ITEMS,
+    FeedFile,
+    FileBatches,
+    collector_paused,
+    file_batches,
+    parse_together,
+)
 
 #: Where a local Dask scheduler serves HTTP: a free port on this machine.
 LOCAL_HTTP = "127.0.0.1:0"
@@ -43,11 +50,21 @@ def check_files(files: list[FeedFile], batch_size: int, strict: bool = False) ->
     pushes: list[int | str] = []
     requests: list[PushRequest] = []
     with collector_paused(collect=True):
+        read: list[FileBatches | str] = []
         for feed in files:
             try:
-                file_requests = file_pushes(feed, batch_size, strict)
+                read.append(file_batches(feed, batch_size, strict))
             except (PushError, OSError) as exc:
-                pushes.append(str(exc))
+                read.append(str(exc))
+        # Small files are parsed together, as an ingest in one process parses them.
+        parse_together([one for one in read if not isinstance(one, str)], PARSE_ITEMS)
+        for one in read:
+            try:
+                file_requests = one if isinstance(one, str) else list(one.pushes())
+            except PushError as exc:
+                file_requests = str(exc)
+            if isinstance(file_requests, str):
+                pushes.append(file_requests)
                 continue
             pushes.append(len(file_requests))
             requests += file_requests
