@@ -154,7 +154,7 @@ def run(
         peers[f"catalog-lake ingest, before ({before})"] = functools.partial(
             _catalog_lake_at, str(before.resolve())
         )
-    before = os.getloadavg()
+    load_before = os.getloadavg()
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in peers}
     for number in range(rounds):
         for position, (name, function) in enumerate(peers.items()):
@@ -165,7 +165,7 @@ def run(
             found[name].append(one)
             shutil.rmtree(out, ignore_errors=True)
     after = os.getloadavg()
-    load = f"{before[0]:.2f} before, {after[0]:.2f} after (1-minute load average)"
+    load = f"{load_before[0]:.2f} before, {after[0]:.2f} after (1-minute load average)"
     return found, load
 
 

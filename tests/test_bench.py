@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from bench import synth
 from bench.__main__ import app
@@ -136,12 +137,16 @@ def test_the_search_candidates_bench_runs_both_engines(tmp_path):
 def test_the_peers_bench_loads_one_feed_with_each_system(tmp_path):
     from bench import peers
 
-    found, load = peers.run(300, 1, tmp_path)
+    checkout = Path(__file__).parents[1] / "src"  # an older checkout's src, in real use
+    found, load = peers.run(300, 1, tmp_path, before=checkout)
     names = list(found)
+    before = found.pop(f"catalog-lake ingest, before ({checkout})")
+    assert before[0]["rows"] == found[names[2]][0]["rows"]  # the same code stores the same
     assert names[:3] == list(peers.PEERS)[:3]  # DuckDB (the baseline), pandas, catalog-lake
     assert found[names[0]][0]["rows"] == 299  # DuckDB cannot read the item that repeats a key
     assert found[names[1]][0]["rows"] == 300  # pandas keeps every item, checked or not
     assert 0 < found[names[2]][0]["rows"] < 300  # catalog-lake refuses the dirty ones
     assert all(run[0]["wall"] >= run[0]["seconds"] > 0 for run in found.values())
+    assert before[0]["wall"] > 0
     assert ("dlt first load, merge (no checks, a table per list)" in found) == peers.has_dlt()
     assert "before" in load and "after" in load

@@ -393,11 +393,12 @@ def parse_push(payload: Any, *, decoded: bool = False, repeats: bool = True) -> 
 def parse_texts(texts: list[bytes | msgspec.Raw]) -> ParsedPush:
     """A push of item texts split from a feed file: what ``parse_push`` gives for their payload.
 
-    The items the gate vouches for (``gate.read``) are read as columns, and
-    decoded by orjson in one call (the push's digest and any refusal still
-    need them as objects); every other item takes ``parse_push``. The result
-    is the same but for the raw texts, which are the texts as split from the
-    file, not written again (issue 29).
+    The items the gate vouches for (``gate.read``) are read as columns, their
+    canonical texts (the digest's) written from the same columns, and are
+    decoded only if a refusal shows one (``ParsedPush.item``); every other
+    item takes ``parse_push``. What is stored, every error and warning and
+    the digest are those of ``parse_push`` (``tests/test_gate.py``); the raw
+    texts are the texts as split from the file, not written again (issue 29).
 
     Raises:
         PushError: what ``parse_push`` raises for the payload of these texts.
@@ -418,11 +419,11 @@ def payload_size(texts: list[bytes]) -> int:
 
 
 def parse_split(raw: list[bytes]) -> ParsedPush:
-    """``parse_texts`` without the push's own checks: for several pushes of a file at once.
+    """``parse_texts`` without the push's own checks: for several pushes at once.
 
-    The gate reads a thousand items in about 2.5 times the time it reads a
-    hundred thousand in, per item: a file's batches are read together
-    (``sources.FileBatches``), then cut into pushes (``ParsedPush.sliced``).
+    A call of the gate costs about 15 ms whatever its size, so a file's batches,
+    and small files, are parsed thousands of items at a time
+    (``sources.parse_together``), then cut into pushes (``ParsedPush.sliced``).
     """
     series = pl.Series(raw, dtype=pl.Binary).cast(pl.String)
     item_json = series.to_list()
@@ -434,9 +435,10 @@ def parse_split(raw: list[bytes]) -> ParsedPush:
         parsed.item_json, parsed.item_arrow = item_json, item_arrow
         return parsed
     quick = np.flatnonzero(vouched)
-    # A vouched item holds no float, NaN, huge integer, lone surrogate or repeated key:
-    # orjson decodes it as our decoder would, and writes its canonical text (the digest's)
-    # as ``canonical_json`` would. Only that text is kept, not the objects (memory).
+    # The gate wrote the canonical text of each vouched item whose texts need no escape.
+    # Any other vouched item holds no float, NaN, huge integer, lone surrogate or repeated
+    # key: orjson decodes it as our decoder would and writes the text ``canonical_json``
+    # would. Only the texts are kept, not the objects (memory).
     items: list[Any] = [None] * len(raw)
     canonical: list[bytes | None] = [None] * len(raw)
     quick_rows = quick.tolist()

@@ -442,6 +442,11 @@ def collector_paused(*, collect: bool = False) -> Iterator[None]:
                 gc.collect(0)
 
 
+#: Items parsed at once, at most (whole batches, several small files together): the gate's
+#: columnar read pays per call, its memory per item (``parse.parse_split``).
+PARSE_ITEMS = 5_000
+
+
 @dataclass
 class FileBatches:
     """A feed file checked whole, then parsed a group's worth of batches at a time.
@@ -465,8 +470,8 @@ class FileBatches:
     repeats: bool = True
     #: Batches parsed ahead, in order, or the refusal of the batch where the file stops.
     parsed_ahead: deque[ParsedPush | PushError] = field(default_factory=deque)
-    #: Items parsed at once (whole batches): an ingest's group (``feeds``).
-    read_together: int = 20_000
+    #: Items parsed at once (whole batches; ``feeds`` sets it from the ingest's group).
+    read_together: int = PARSE_ITEMS
 
     @property
     def total(self) -> int:
@@ -536,11 +541,6 @@ class FileBatches:
                 found.append(exc)
                 break  # the file stops at its first refused batch
         return found
-
-
-#: Items parsed at once, at most (whole batches, several small files together): the gate's
-#: columnar read pays per call, its memory per item (``parse.parse_split``).
-PARSE_ITEMS = 5_000
 
 
 def parse_together(files: list[FileBatches], items: int) -> None:
