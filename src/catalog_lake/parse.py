@@ -403,7 +403,7 @@ def parse_texts(texts: list[bytes | msgspec.Raw]) -> ParsedPush:
     Raises:
         PushError: what ``parse_push`` raises for the payload of these texts.
     """
-    raw = [text if text.__class__ is bytes else bytes(text) for text in texts]
+    raw = as_bytes(texts)
     if (
         not raw
         or len(raw) > settings.MAX_ITEMS_PER_PUSH
@@ -411,6 +411,19 @@ def parse_texts(texts: list[bytes | msgspec.Raw]) -> ParsedPush:
     ):
         return parse_push(_payload(raw))  # refused as that payload is
     return parse_split(raw)
+
+
+def as_bytes(texts: list[bytes | msgspec.Raw]) -> list[bytes]:
+    """Split item texts as bytes (msgspec's spans are views of a file's bytes)."""
+    return [text if text.__class__ is bytes else bytes(text) for text in texts]
+
+
+def fits(texts: list[bytes], batch_size: int) -> bool:
+    """Whether each push of ``batch_size`` of these texts is within the payload limit."""
+    return all(
+        payload_size(texts[start : start + batch_size]) <= settings.MAX_PAYLOAD_BYTES
+        for start in range(0, len(texts), batch_size)
+    )
 
 
 def payload_size(texts: list[bytes]) -> int:
@@ -440,12 +453,11 @@ def parse_split(raw: list[bytes]) -> ParsedPush:
     # key: orjson decodes it as our decoder would and writes the text ``canonical_json``
     # would. Only the texts are kept, not the objects (memory).
     items: list[Any] = [None] * len(raw)
-    canonical: list[bytes | None] = [None] * len(raw)
-    quick_rows = quick.tolist()
     assert written is not None
-    for index, text in zip(quick_rows, written.cast(pl.Binary).to_list(), strict=True):
-        canonical[index] = text
-    unwritten = [index for index in quick_rows if canonical[index] is None]
+    scattered = np.full(len(raw), None, dtype=object)
+    scattered[quick] = written.cast(pl.Binary).to_numpy()
+    unwritten = quick[written.is_null().to_numpy()].tolist()
+    canonical: list[bytes | None] = scattered.tolist()
     for first in range(0, len(unwritten), _DECODED_AT_ONCE):  # 20,000 items' objects: 180 MB
         rows = unwritten[first : first + _DECODED_AT_ONCE]
         decoded = orjson.loads(_payload([raw[i] for i in rows], b"["))

@@ -33,12 +33,13 @@ from . import settings
 from .errors import CatalogLakeError, PushError
 from .parse import (
     ParsedPush,
+    as_bytes,
     check_items,
     decode_payload,
+    fits,
     parse_push,
     parse_split,
     parse_texts,
-    payload_size,
     product_items,
 )
 from .push import PushRequest
@@ -521,20 +522,17 @@ class FileBatches:
         """
         assert self.texts is not None
         end = min(start + batches * self.batch_size, self.total)
-        raw = [text if text.__class__ is bytes else bytes(text) for text in self.texts[start:end]]
+        raw = as_bytes(self.texts[start:end])
         self.texts[start:end] = [b""] * (end - start)  # freed; the count stays
-        cuts = list(range(0, len(raw), self.batch_size))
-        if all(
-            payload_size(raw[c : c + self.batch_size]) <= settings.MAX_PAYLOAD_BYTES for c in cuts
-        ):
+        if fits(raw, self.batch_size):
             try:
                 together = parse_split(raw)
             except PushError:
                 pass  # found again below, in its batch
             else:
-                return [together.sliced(c, min(c + self.batch_size, len(raw))) for c in cuts]
+                return _batches(together, 0, len(raw), self.batch_size)
         found: list[ParsedPush | PushError] = []
-        for c in cuts:
+        for c in range(0, len(raw), self.batch_size):
             try:
                 found.append(parse_texts(raw[c : c + self.batch_size]))
             except PushError as exc:
@@ -574,11 +572,8 @@ def _parse_part(files: list[FileBatches], items: int) -> None:
     for one in files:
         if one.texts is None or one.parsed_ahead or one.total > items:
             continue
-        raw = [text if text.__class__ is bytes else bytes(text) for text in one.texts]
-        cuts = range(0, len(raw), one.batch_size)
-        if all(
-            payload_size(raw[c : c + one.batch_size]) <= settings.MAX_PAYLOAD_BYTES for c in cuts
-        ):
+        raw = as_bytes(one.texts)
+        if fits(raw, one.batch_size):
             chosen.append(one)
             raws.append(raw)
     if len(chosen) < 2:
@@ -589,12 +584,17 @@ def _parse_part(files: list[FileBatches], items: int) -> None:
         return
     offset = 0
     for one, raw in zip(chosen, raws, strict=True):
-        one.parsed_ahead.extend(
-            together.sliced(offset + c, offset + min(c + one.batch_size, len(raw)))
-            for c in range(0, len(raw), one.batch_size)
-        )
+        one.parsed_ahead.extend(_batches(together, offset, len(raw), one.batch_size))
         one.texts[:] = [b""] * len(raw)  # freed; the count stays
         offset += len(raw)
+
+
+def _batches(parsed: ParsedPush, offset: int, count: int, batch_size: int) -> list[ParsedPush]:
+    """The ``count`` items of ``parsed`` from ``offset``, cut into pushes of ``batch_size``."""
+    return [
+        parsed.sliced(offset + start, offset + min(start + batch_size, count))
+        for start in range(0, count, batch_size)
+    ]
 
 
 def file_batches(feed: FeedFile, batch_size: int, strict: bool = False) -> FileBatches:

@@ -59,12 +59,13 @@ def check_files(files: list[FeedFile], batch_size: int, strict: bool = False) ->
         # Small files are parsed together, as an ingest in one process parses them.
         parse_together([one for one in read if not isinstance(one, str)], PARSE_ITEMS)
         for one in read:
+            if isinstance(one, str):  # unreadable: why
+                pushes.append(one)
+                continue
             try:
-                file_requests = one if isinstance(one, str) else list(one.pushes())
+                file_requests = list(one.pushes())
             except PushError as exc:
-                file_requests = str(exc)
-            if isinstance(file_requests, str):
-                pushes.append(file_requests)
+                pushes.append(str(exc))
                 continue
             pushes.append(len(file_requests))
             requests += file_requests
