@@ -247,3 +247,36 @@ def test_small_files_parsed_together_push_what_each_parsed_alone_would(tmp_path)
             a, b = judged(pushed.payload, False), judged(single.payload, False)
             assert a.pop("typed").equals(b.pop("typed"))
             assert a == b
+
+
+def test_a_file_that_would_overflow_a_part_opens_the_next_one_not_a_part_of_its_own(
+    catalog, tmp_path, monkeypatch
+):
+    # Files of about 97 items, parts of 500: five files fill a part and the sixth,
+    # which would take it past 500, opens the next part. It used to be parsed alone,
+    # paying the gate's cost per call for a part of one file.
+    from catalog_lake import sources
+    from catalog_lake.feeds import ingest
+
+    folder = tmp_path / "feeds"
+    synth.write_feed(folder, 1_000, per_file=97, dirty_fraction=0.2)
+    sizes: list[int] = []
+    real = sources.parse_split
+
+    def counted(raw):
+        sizes.append(len(raw))
+        return real(raw)
+
+    monkeypatch.setattr(sources, "parse_split", counted)
+    summary = ingest(catalog, folder, batch_size=50, group_items=500)
+
+    parts, part = [], 0  # files as they fill parts of at most 500 items, in order
+    for feed in discover(str(folder))[0]:
+        total = file_batches(feed, 50).total
+        if part and part + total > 500:
+            parts.append(part)
+            part = 0
+        part += total
+    assert sizes == [*parts, part]
+    assert len(sizes) == 3
+    assert summary["totals"]["received"] == 1_000

@@ -250,15 +250,25 @@ class _GroupWriter:
         together (``sources.parse_together``); a larger file is parsed that
         many items at a time. Memory follows the group, never the file.
         """
-        while queue:
-            ahead: list[tuple[FileResult, FileBatches]] = []
-            items = 0
-            while queue and (not ahead or items < parse_items):
+        carried: list[tuple[FileResult, FileBatches]] = []
+        while queue or carried:
+            ahead, carried = carried, []
+            items = sum(batches.total for _, batches in ahead)
+            while queue and items < parse_items:
                 entry = self.read(queue.popleft(), batch_size)
                 if entry is not None:
                     entry[1].read_together = max(parse_items, batch_size)
                     ahead.append(entry)
                     items += entry[1].total
+            if queue:
+                # The file that took the part past ``parse_items`` opens the next part
+                # rather than being parsed alone (files of 997 items: 5 in a part, not 5 + 1).
+                items = 0
+                for cut, (_, batches) in enumerate(ahead):
+                    if cut and items + batches.total > parse_items:
+                        ahead, carried = ahead[:cut], ahead[cut:]
+                        break
+                    items += batches.total
             with collector_paused():
                 parse_together([batches for _, batches in ahead], parse_items)
             yield from self._pushes_of(ahead)
