@@ -95,23 +95,22 @@ class ParsedPush:
         """
         if self.content_digest is None:
             items = self.items or [None] * len(self.item_json)
-            kept = self.canonical or [None] * len(items)
+            canonical = list(self.canonical or [None] * len(items))
+            unwritten = [index for index, text in enumerate(canonical) if text is None]
             # orjson writes a caller's float NaN or Infinity as null, so NaN and None
             # would digest alike; the item's text (json.dumps) spells them out. One
-            # search of all the texts spares most pushes a search per item.
+            # search of the texts spares most pushes a search per item.
             texts = self.item_json
-            whole = "".join(texts)
+            whole = "".join(texts[index] for index in unwritten if index < len(texts))
             spelled = "NaN" in whole or "Infinity" in whole
-            canonical = [
-                kept[index]
-                or canonical_json(
+            for index in unwritten:
+                item = items[index]
+                canonical[index] = canonical_json(
                     self.item(index) if item is None else item,
                     exact=spelled
                     and index < len(texts)
                     and ("NaN" in texts[index] or "Infinity" in texts[index]),
                 )
-                for index, item in enumerate(items)
-            ]
             canonical.append(b"")  # each item's text ends in a line break
             self.content_digest = hashlib.sha256(b"\n".join(canonical)).hexdigest()
             self.canonical = None  # written into the digest: no longer needed
