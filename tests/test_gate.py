@@ -216,6 +216,20 @@ def test_a_file_holding_nan_is_split_into_the_texts_as_sent(tmp_path):
     ) | {"typed": None}
 
 
+def test_a_file_holding_nan_only_in_words_is_split_into_the_texts_as_sent():
+    texts = [json.dumps(dict(GOOD_ITEM, client_item_id=f"SKU-{n}", name=f"NaN bread {n}"))
+             for n in range(3)]  # fmt: skip
+    texts.append(json.dumps(dict(GOOD_ITEM, client_item_id="SKU-9", description="Infinity")))
+    data = ('{"items": [' + ", ".join(texts) + "]}").encode()
+
+    split = split_items(data, "feed.json")
+
+    assert [bytes(text).decode() for text in split] == texts
+    assert judged(parse_texts(split), False) | {"typed": None} == judged(
+        parse_push(data), False
+    ) | {"typed": None}
+
+
 @pytest.mark.parametrize("broken", ["NaN1", "-NaN", "Infinity2", "NaNa"])
 def test_a_word_that_only_masking_makes_valid_json_gets_the_exact_error(tmp_path, broken):
     data = ('{"items": [' + json.dumps(GOOD_ITEM)[:-1] + f', "x": {broken}' + "}]}").encode()

@@ -633,10 +633,12 @@ def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
     name = name.lower().removesuffix(".gz")
     if name.endswith((".jsonl", ".ndjson")):
         return _split_lines(data)
-    texts = _split_json(data)
-    if texts is None and (b"NaN" in data or b"Infinity" in data):
-        return _split_masked(data)
-    return texts
+    nan, infinity = _places(data, b"NaN"), _places(data, b"Infinity")
+    if nan or infinity:
+        # Masking keeps every text value valid JSON, so a file it cannot split could not
+        # be split unmasked either: one split, not a failed one first.
+        return _split_masked(data, nan, infinity)
+    return _split_json(data)
 
 
 def _split_json(data: bytes) -> list[msgspec.Raw] | None:
@@ -654,23 +656,25 @@ def _split_json(data: bytes) -> list[msgspec.Raw] | None:
     return texts
 
 
-def _split_masked(data: bytes) -> list[bytes] | None:
+def _split_masked(data: bytes, nan: list[int], infinity: list[int]) -> list[bytes] | None:
     """The items of a file holding NaN or Infinity, split by msgspec all the same.
 
-    Each ``NaN`` becomes ``0.0`` and each ``Infinity`` ``1.000000``, the same
-    length, so every item keeps its place; its text is then taken from the
-    file as sent. Replacing inside a text value changes nothing of where items
-    start and end. A replaced word outside a text may have made broken JSON
-    whole (``NaN1`` reads as ``0.01``), so every item that held one must also
-    be one JSON object to our decoder, or the file is decoded whole as before
-    (and gets its exact error). In the synthetic bench feed nearly every file
+    Each ``NaN`` becomes ``0.0`` and each ``Infinity`` ``1.000000`` (``nan`` and
+    ``infinity`` say where they start), the same length, so every item keeps
+    its place; its text is then taken from the file as sent. Replacing inside
+    a text value changes nothing of where items start and end. A replaced
+    word outside a text may have made broken JSON whole (``NaN1`` reads as
+    ``0.01``), so every item that held one must also be one JSON object to
+    our decoder, or the file is decoded whole as before (and gets its exact
+    error). In the synthetic bench feed nearly every file
     holds a NaN price, and was decoded whole (docs/performance.md, issue 29).
     """
-    masked = data.replace(b"NaN", b"0.0").replace(b"Infinity", b"1.000000")
+    masked = data.replace(b"NaN", b"0.0") if nan else data
+    masked = masked.replace(b"Infinity", b"1.000000") if infinity else masked
     spans = _split_json(masked)
     if spans is None:
         return None
-    replaced = sorted(_places(data, b"NaN") + _places(data, b"Infinity"))
+    replaced = sorted(nan + infinity)
     texts: list[bytes] = []
     position = masked.index(bytes(spans[0]))  # the first item, past the "items" key
     hit = 0
