@@ -140,6 +140,11 @@ def test_record_is_flat_and_complete(catalog):
         ({"brand": "Tata Sampann"}, ["in-stock", "brand:tata-sampann"]),
         ({"colour_name": "Jet Black"}, ["in-stock", "colour:jet-black"]),
         ({"gender": "Women"}, ["in-stock", "gender:women"]),
+        # Text outside ASCII keeps Python's lower case and word characters.
+        ({"brand": "Café Noir"}, ["in-stock", "brand:café-noir"]),
+        ({"brand": "ΣΊΣΥΦΟΣ"}, ["in-stock", "brand:σίσυφος"]),
+        ({"brand": " -- "}, ["in-stock"]),
+        ({"is_veg": " EGG", "veg_nonveg_flag": "veg"}, ["egg", "in-stock"]),
     ],
 )
 def test_tags_are_computed_from_attributes(catalog, attributes, tags):
@@ -201,6 +206,20 @@ def test_synonym_file_format():
 def test_categories_drop_repeats(catalog):
     catalog.push({"items": [make_item(category="grocery")]})
     assert list(catalog.records()["categories"][0]) == ["GROCERY"]
+
+
+def test_categories_compare_in_pythons_lower_case(catalog):
+    catalog.push(
+        {
+            "items": [
+                make_item(client_item_id="a", lake_category="ΣΊΣΥΦΟΣ", category="σίσυφος"),
+                make_item(client_item_id="b", lake_category="Straße", category="STRASSE"),
+            ]
+        }
+    )
+    categories = catalog.records().set_index("client_item_id")["categories"]
+    assert list(categories["a"]) == ["ΣΊΣΥΦΟΣ"]
+    assert list(categories["b"]) == ["Straße", "STRASSE"]  # "straße" is not "strasse"
 
 
 def test_the_fast_flat_frame_equals_the_value_by_value_one():

@@ -222,39 +222,36 @@ def current_price(items: pd.DataFrame, now: datetime | None) -> pd.Series:
     return discounted.where(active, sale).astype("float64")
 
 
-def _slug(values: pd.Series) -> pd.Series:
-    """Lower case, each run of non-word characters one hyphen, none at the ends; NA if empty.
+def _slug(text: pa.Array) -> pa.Array:
+    """Lower case, each run of non-word characters one hyphen, none at the ends; null if empty.
 
     ASCII text (nearly all of it) is done by Arrow kernels; other text keeps
     Python's Unicode ``lower`` and word characters, which Arrow's do not match
     exactly.
     """
-    text = pa.array(values.to_numpy(dtype=object), pa.string(), from_pandas=True)
     slug = pc.utf8_trim(
         pc.replace_substring_regex(pc.ascii_lower(text), "[^0-9A-Za-z_]+", "-"), "-"
-    ).to_numpy(zero_copy_only=False)
-    unicode = pc.fill_null(pc.invert(pc.string_is_ascii(text)), False).to_numpy(
-        zero_copy_only=False
     )
-    if unicode.any():
-        slug[unicode] = (
-            values[unicode]
-            .astype(object)
-            .str.lower()
-            .str.replace(r"[^\w]+", "-", regex=True)
-            .str.strip("-")
-            .to_numpy()
-        )
-    slug[pd.isna(slug) | (slug == "")] = None
-    return pd.Series(slug, index=values.index, dtype=object)
+    unicode = pc.fill_null(pc.invert(pc.string_is_ascii(text)), False)
+    if pc.any(unicode).as_py():
+        fixed = [
+            _NON_WORD.sub("-", value.lower()).strip("-")
+            for value in text.filter(unicode).to_pylist()
+        ]
+        slug = pc.replace_with_mask(slug, unicode, pa.array(fixed, pa.string()))
+    return pc.if_else(pc.equal(slug, ""), _NULL_TEXT, slug)
+
+
+_NON_WORD = re.compile(r"[^\w]+")
+_NULL_TEXT = pa.scalar(None, pa.string())
 
 
 _VEG = frozenset({"veg", "vegetarian", "v", "green", "pure veg"})
 _NON_VEG = frozenset({"non-veg", "nonveg", "non veg", "non_veg", "nv", "non-vegetarian"})
 
 
-def _flag(values: pd.Series) -> pd.Series:
-    return values.astype("boolean").fillna(False).astype(bool)
+def _flag(values: pd.Series) -> pa.Array:
+    return pa.array(values.astype("boolean").fillna(False).astype(bool).to_numpy())
 
 
 def _attribute(items: pd.DataFrame, column: str) -> pd.Series:
@@ -264,17 +261,15 @@ def _attribute(items: pd.DataFrame, column: str) -> pd.Series:
     return pd.Series(None, index=items.index, dtype=object)
 
 
-def _folded(values: pd.Series) -> pd.Series:
-    """Stripped, lower-cased text (None where absent), each distinct value folded once.
+def _folded(values: pd.Series) -> pa.Array:
+    """Stripped, lower-cased text (null where absent), each distinct value folded once.
 
     Such attributes hold a handful of spellings ("Veg", "veg ", "Non-Veg"):
     Python's string methods run on those, not on every row.
     """
     codes, distinct = pd.factorize(values.astype(object))
-    folded = np.array([text.strip().lower() for text in distinct], dtype=object)
-    out = np.full(len(values), None, dtype=object)
-    out[codes >= 0] = folded[codes[codes >= 0]]
-    return pd.Series(out, index=values.index, dtype=object)
+    folded = pa.array([text.strip().lower() for text in distinct], pa.string())
+    return folded.take(pa.array(codes, mask=codes < 0))
 
 
 def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Array:
@@ -282,15 +277,34 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
 
     is_veg is free text (SPEC 2.6), so both it and veg_nonveg_flag are read
     through the same spellings: veg/vegetarian/yes/true mean veg, and so on.
+    Each tag is an Arrow column, null where a record does not carry it; a
+    record's list is its row of them, nulls left out (no Python string per tag).
     """
     is_veg = _folded(_attribute(items, "attr_is_veg"))
     flag = _folded(_attribute(items, "attr_veg_nonveg_flag"))
-    veg_bool = clean.to_bool(is_veg)
-    egg = _flag(flag.eq("egg") | is_veg.eq("egg"))
-    veg = _flag(flag.isin(_VEG) | is_veg.isin(_VEG) | veg_bool.eq(True)) & ~egg
-    non_veg = _flag(flag.isin(_NON_VEG) | is_veg.isin(_NON_VEG) | veg_bool.eq(False)) & ~veg & ~egg
-    ship = pd.to_numeric(items["attr_time_to_ship_seconds"], errors="coerce")
-    colour = _attribute(items, "attr_colour").fillna(_attribute(items, "attr_colour_name"))
+    veg_bool = clean.spelled_booleans(is_veg)
+
+    def said(values: pa.Array, words) -> pa.Array:
+        return pc.fill_null(pc.is_in(values, pa.array(sorted(words), pa.string())), False)
+
+    egg = pc.or_(said(flag, {"egg"}), said(is_veg, {"egg"}))
+    veg = pc.and_not(
+        pc.or_(
+            pc.or_(said(flag, _VEG), said(is_veg, _VEG)), pc.fill_null(veg_bool, False)
+        ),
+        egg,
+    )
+    non_veg = pc.and_not(
+        pc.or_(
+            pc.or_(said(flag, _NON_VEG), said(is_veg, _NON_VEG)),
+            pc.fill_null(pc.invert(veg_bool), False),
+        ),
+        pc.or_(veg, egg),
+    )
+    ship = pa.array(pd.to_numeric(items["attr_time_to_ship_seconds"], errors="coerce"))
+    fast = pc.fill_null(pc.less_equal(ship, settings.FAST_SHIPPING_SECONDS), False)
+    stocked = pa.array(in_stock.to_numpy(dtype=bool))
+    colour = pc.coalesce(_text(items, "attr_colour"), _text(items, "attr_colour_name"))
 
     flags = [
         ("veg", veg),
@@ -299,27 +313,37 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
         ("cod", _flag(items["attr_available_on_cod"])),
         ("returnable", _flag(items["attr_returnable"])),
         ("cancellable", _flag(items["attr_cancellable"])),
-        ("fast-shipping", _flag(ship <= settings.FAST_SHIPPING_SECONDS)),
-        ("on-sale", on_sale),
-        ("in-stock", in_stock),
-        ("out-of-stock", ~in_stock),
+        ("fast-shipping", fast),
+        ("on-sale", pa.array(on_sale.to_numpy(dtype=bool))),
+        ("in-stock", stocked),
+        ("out-of-stock", pc.invert(stocked)),
     ]
     named = [
-        ("brand:", _attribute(items, "attr_brand")),
+        ("brand:", _text(items, "attr_brand")),
         ("colour:", colour),
-        ("gender:", _attribute(items, "attr_gender")),
+        ("gender:", _text(items, "attr_gender")),
     ]
-    rows, tags = [], []
-    for name, mask in flags:
-        where = np.flatnonzero(mask.to_numpy(dtype=bool))
-        rows.append(where)
-        tags.append(np.full(len(where), name, dtype=object))
-    for prefix, values in named:
-        slug = _slug(values).to_numpy(dtype=object)
-        where = np.flatnonzero(pd.notna(slug))
-        rows.append(where)
-        tags.append(prefix + slug[where])
-    return clean.lists_at(np.concatenate(rows), np.concatenate(tags), len(items))
+    columns = [pc.if_else(mask, pa.scalar(name), _NULL_TEXT) for name, mask in flags] + [
+        pc.binary_join_element_wise(pa.scalar(prefix), _slug(values), "")
+        for prefix, values in named
+    ]
+    return _lists_of_rows(columns, len(items))
+
+
+def _lists_of_rows(columns: list[pa.Array], n: int) -> pa.ListArray:
+    """Each row's values of ``columns``, in column order, nulls left out, as one list a row."""
+    # Value k of row r sits at k * n + r of the columns joined.
+    order = (np.arange(n)[:, None] + n * np.arange(len(columns))).ravel()
+    every = pa.concat_arrays([column.cast(pa.string()) for column in columns]).take(order)
+    carried = every.is_valid().to_numpy(zero_copy_only=False)
+    counts = carried.reshape(n, len(columns)).sum(axis=1)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())
+    return pa.ListArray.from_arrays(offsets, every.filter(pa.array(carried)))
+
+
+def _text(items: pd.DataFrame, column: str) -> pa.Array:
+    """A string attribute's column in Arrow, all null when no item of the batch sent it."""
+    return _column(_attribute(items, column), pa.string())
 
 
 def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
@@ -357,9 +381,16 @@ def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
 
 def _categories(items: pd.DataFrame) -> pa.Array:
     """lake_category then category, without case-insensitive repeats."""
-    both = pd.concat([items["lake_category"], items["category"]]).dropna().astype(object)
-    keys = pd.DataFrame({"row": both.index, "key": both.str.lower().to_numpy()})
-    return clean.list_array(both[~keys.duplicated().to_numpy()], len(items))
+    lake, category = _text(items, "lake_category"), _text(items, "category")
+    same = pc.fill_null(pc.equal(_lowered(lake), _lowered(category)), False)
+    return _lists_of_rows([lake, pc.if_else(same, _NULL_TEXT, category)], len(items))
+
+
+def _lowered(text: pa.Array) -> pa.Array:
+    """Python's ``lower`` of each text (null where absent), each distinct text lowered once."""
+    codes, distinct = pd.factorize(text.to_numpy(zero_copy_only=False))
+    lowered = pa.array([value.lower() for value in distinct], pa.string())
+    return lowered.take(pa.array(codes, mask=codes < 0))
 
 
 def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Batch:
