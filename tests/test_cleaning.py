@@ -4,6 +4,9 @@
 says it can match. The reference below runs every pass on every string, as
 cleaning is specified; the two must agree on any text at all.
 
+A column of few values is cleaned once per distinct value; each value must
+come out as it does alone.
+
 Tag slugs take Arrow kernels for ASCII text and Python's Unicode rules for
 the rest; together they must give what Python's rules give on everything.
 
@@ -71,7 +74,28 @@ def slug_by_python(values: pd.Series) -> pd.Series:
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(), st.text(st.sampled_from([*"aZ_9 -./&éΣİ漢"])))))
 def test_tag_slugs_are_what_python_unicode_rules_give(values):
+    fast = pd.Series(_slug(pa.array(values, pa.string())).to_pylist(), dtype=object)
     values = pd.Series(values, dtype=object)
-    fast, expected = _slug(values), slug_by_python(values)
+    expected = slug_by_python(values)
     assert fast.isna().tolist() == expected.isna().tolist()
     assert fast.dropna().tolist() == expected.dropna().tolist()
+
+
+FEW = st.sampled_from(["P1D", " pt2h ", "P", "P1DT", "x", "", "PT1.5H", "<p>A &amp; B</p>", "F&B"])
+#: Columns of a few values repeated (cleaned once per distinct value) and of many.
+COLUMNS = st.one_of(
+    st.lists(st.one_of(st.none(), FEW), min_size=40, max_size=80),
+    st.lists(st.one_of(st.none(), st.text(), FEW), max_size=20),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(COLUMNS, st.booleans())
+def test_a_value_is_cleaned_alike_whatever_else_its_column_holds(values, rich):
+    column = pa.array(values, pa.string())
+    alone = [clean.clean_text(pa.array([value], pa.string()), rich=rich)[0] for value in values]
+    assert clean.clean_text(column, rich=rich).to_pylist() == [v.as_py() for v in alone]
+    canonical, seconds = clean.durations(column)
+    one_by_one = [clean.durations(pa.array([value], pa.string())) for value in values]
+    assert canonical.to_pylist() == [c[0].as_py() for c, _ in one_by_one]
+    assert seconds.to_pylist() == [s[0].as_py() for _, s in one_by_one]

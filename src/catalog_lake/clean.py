@@ -89,7 +89,25 @@ def clean_text(text: pa.Array, *, rich: bool = True) -> pa.Array:
     ``rich`` also strips HTML tags and unescapes entities; identifiers skip it
     so that a key such as ``A&amp;B`` is never silently rewritten.
     """
-    return _clean_arrow(text.cast(pa.string()), rich)
+    return once_per_value(lambda values: _clean_arrow(values, rich), text.cast(pa.string()))
+
+
+def once_per_value(function, text: pa.Array):
+    """``function`` of a text column, run on its distinct values when they are few.
+
+    Feeds repeat most columns' values (categories, brands, durations,
+    "F&B"): a column of 20,000 rows holds a handful. Only for functions that
+    read each value alone, whose result for a value does not depend on the
+    rest of the column, so the result is the same either way. ``function``
+    returns an array, or a tuple of arrays, one value a row.
+    """
+    encoded = pc.dictionary_encode(text)
+    if len(encoded.dictionary) * 4 > len(text):
+        return function(text)
+    result = function(encoded.dictionary)
+    if isinstance(result, tuple):
+        return tuple(column.take(encoded.indices) for column in result)
+    return result.take(encoded.indices)
 
 
 def _clean_arrow(text: pa.Array, rich: bool) -> pa.Array:
@@ -251,9 +269,14 @@ def money(text: pa.Array) -> pa.Array:
 def durations(text: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Canonical text and whole seconds of ISO 8601 durations, both null where not one.
 
-    All in Arrow: one RE2 match, then each unit's number scaled and summed.
+    All in Arrow: one RE2 match, then each unit's number scaled and summed,
+    once per distinct text.
     """
-    text = pc.utf8_upper(pc.utf8_trim_whitespace(text.cast(pa.string())))
+    return once_per_value(_durations, text.cast(pa.string()))
+
+
+def _durations(text: pa.Array) -> tuple[pa.Array, pa.Array]:
+    text = pc.utf8_upper(pc.utf8_trim_whitespace(text))
     parts = pc.extract_regex(text, _DURATION_RE2)
     present = total = None
     for name, unit in zip(_DURATION_GROUPS, _UNIT_SECONDS, strict=True):
