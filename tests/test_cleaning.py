@@ -81,7 +81,10 @@ def test_tag_slugs_are_what_python_unicode_rules_give(values):
     assert fast.dropna().tolist() == expected.dropna().tolist()
 
 
-FEW = st.sampled_from(["P1D", " pt2h ", "P", "P1DT", "x", "", "PT1.5H", "<p>A &amp; B</p>", "F&B"])
+FEW = st.sampled_from(
+    ["P1D", " pt2h ", "P", "P1DT", "x", "", "PT1.5H", "<p>A &amp; B</p>", "F&B"]
+    + ["2026-11-01", "2026-11-01T10:00:00.1234567+05:30", "9999-12-31", "0001-01-01T00:30+01:00"]
+)
 #: Columns of a few values repeated (cleaned once per distinct value) and of many.
 COLUMNS = st.one_of(
     st.lists(st.one_of(st.none(), FEW), min_size=40, max_size=80),
@@ -99,3 +102,10 @@ def test_a_value_is_cleaned_alike_whatever_else_its_column_holds(values, rich):
     one_by_one = [clean.durations(pa.array([value], pa.string())) for value in values]
     assert canonical.to_pylist() == [c[0].as_py() for c, _ in one_by_one]
     assert seconds.to_pylist() == [s[0].as_py() for _, s in one_by_one]
+    for end_of_day in (False, True):
+        dates = clean.timestamps(column, end_of_day=end_of_day)
+        alone = [clean.timestamps(pa.array([v], pa.string()), end_of_day=end_of_day)[0]
+                 for v in values]  # fmt: skip
+        assert dates.dtype == "datetime64[us, UTC]"
+        assert dates.isna().tolist() == [pd.isna(v) for v in alone]
+        assert dates.dropna().tolist() == [v for v in alone if not pd.isna(v)]

@@ -99,15 +99,21 @@ def once_per_value(function, text: pa.Array):
     "F&B"): a column of 20,000 rows holds a handful. Only for functions that
     read each value alone, whose result for a value does not depend on the
     rest of the column, so the result is the same either way. ``function``
-    returns an array, or a tuple of arrays, one value a row.
+    returns an array or a pandas Series (timestamps), or a tuple of arrays,
+    one value a row.
     """
     encoded = pc.dictionary_encode(text)
     if len(encoded.dictionary) * 4 > len(text):
         return function(text)
     result = function(encoded.dictionary)
-    if isinstance(result, tuple):
-        return tuple(column.take(encoded.indices) for column in result)
-    return result.take(encoded.indices)
+
+    def placed(column):
+        if isinstance(column, pd.Series):  # timestamps: missing rows become NaT
+            codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+            return pd.Series(column.array.take(codes, allow_fill=True))
+        return column.take(encoded.indices)
+
+    return tuple(map(placed, result)) if isinstance(result, tuple) else placed(result)
 
 
 def _clean_arrow(text: pa.Array, rich: bool) -> pa.Array:
@@ -136,19 +142,28 @@ def _clean_arrow(text: pa.Array, rich: bool) -> pa.Array:
             plain = text.to_numpy(zero_copy_only=False).astype(object)
             plain[has_entity] = [html.unescape(t) for t in plain[has_entity]]
             text = pa.array(plain, pa.string())
+    # An ASCII string is searched for what the pass could change in it; any other string
+    # takes the pass (a column of non-ASCII text, such as descriptions, skips the search).
     unusual = pc.invert(pc.string_is_ascii(text))
     text = _where(
         text,
-        pc.or_(unusual, pc.match_substring_regex(text, _ASCII_CONTROL)),
+        _or_else_search(unusual, text, _ASCII_CONTROL),
         lambda t: pc.replace_substring_regex(t, _CONTROL_RE2, ""),
     )
-    spaced = pc.or_(pc.match_substring(text, "  "), pc.match_substring_regex(text, _ASCII_SPACE))
+    unusual = pc.invert(pc.string_is_ascii(text))
     text = _where(
         text,
-        pc.or_(pc.invert(pc.string_is_ascii(text)), spaced),
+        _or_else_search(unusual, text, f"  |{_ASCII_SPACE}"),
         lambda t: pc.replace_substring_regex(t, _SPACE_CHANGE_RE2, " "),
     )
     return _trimmed(text)
+
+
+def _or_else_search(unusual: pa.Array, text: pa.Array, pattern: str) -> pa.Array:
+    """``unusual``, or where ``pattern`` matches; not searched when every string is unusual."""
+    if pc.all(unusual).as_py() is not False:
+        return unusual
+    return pc.or_(unusual, pc.match_substring_regex(text, pattern))
 
 
 def _trimmed(text: pa.Array) -> pa.Array:
@@ -318,14 +333,9 @@ def timestamps(text: pa.Array, *, end_of_day: bool = False) -> pd.Series:
     text = text.cast(pa.string())
     if text.null_count == len(text):  # most feeds leave the discount dates empty
         return pd.Series(pd.NaT, index=pd.RangeIndex(len(text)), dtype="datetime64[us, UTC]")
-    if text.null_count:
-        # Only the dates sent are parsed (pandas costs per row, missing ones too): each
-        # value is read alone, so the result is the same, and is placed back by row.
-        rows = np.flatnonzero(text.is_valid().to_numpy(zero_copy_only=False))
-        sent = _timestamps(text.take(pa.array(rows)), end_of_day)
-        sent.index = rows
-        return sent.reindex(pd.RangeIndex(len(text)))
-    return _timestamps(text, end_of_day)
+    # pandas costs per row, missing ones too, and a feed's dates repeat (a sale's window):
+    # each value is read alone, so each distinct one is read once.
+    return once_per_value(lambda values: _timestamps(values, end_of_day), text)
 
 
 def _timestamps(text: pa.Array, end_of_day: bool) -> pd.Series:
