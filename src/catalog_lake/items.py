@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import clean
-from .cells import Cells
+from .cells import CODE, Cells, codes
 from .records import Batch, pack_attributes
 from .rules import ATTRIBUTE_KEYS, RULES
 
@@ -42,23 +42,23 @@ def typed_items(cells: Cells) -> Batch:
                     out[f"{rule.column}_seconds"] = pd.Series([None] * n, dtype="Int64")
             continue
         text = cells.text[name].to_arrow().cast(pa.string())
-        kind = cells.kind[name].cast(pl.String).to_arrow()
+        kind = codes(cells, name)  # numpy, one Polars call for every field
+        is_str = pa.array(kind == CODE["str"])
         if rule.rule in ("key", "id", "text"):
-            usable = pc.is_in(kind, pa.array(["str", "int", "float"]))
+            usable = pa.array(np.isin(kind, _TEXT_KINDS))
             out[rule.column] = _text(pc.if_else(usable, text, _NULL))
         elif rule.rule == "count":
-            out[rule.column] = _pandas(clean.counts(text, pc.equal(kind, "float")))
+            out[rule.column] = _pandas(clean.counts(text, pa.array(kind == CODE["float"])))
         elif rule.rule == "money":
             out[rule.column] = _text(clean.money(text))
         elif rule.rule == "flag":
             out[rule.column] = _pandas(_flags(text, kind))
         elif rule.rule == "date":
-            is_str = pc.equal(kind, "str")
             out[rule.column] = clean.timestamps(
                 pc.if_else(is_str, text, _NULL), end_of_day=rule.column == "discount_end_date"
             )
         elif rule.rule == "duration":
-            canonical, seconds = clean.durations(pc.if_else(pc.equal(kind, "str"), text, _NULL))
+            canonical, seconds = clean.durations(pc.if_else(is_str, text, _NULL))
             out[rule.column] = _text(canonical)
             out[f"{rule.column}_seconds"] = _pandas(seconds)
         else:  # urls, list: the elements' texts, nulls left out
@@ -72,13 +72,19 @@ def typed_items(cells: Cells) -> Batch:
 _NULL = pa.scalar(None, pa.string())
 
 
-def _flags(text: pa.Array, kind: pa.Array) -> pa.Array:
+_TEXT_KINDS = [CODE["str"], CODE["int"], CODE["float"]]
+
+
+def _flags(text: pa.Array, kind: np.ndarray) -> pa.Array:
     """JSON booleans, 0 and 1, and the spellings; null for anything else."""
     spelled = clean.spelled_booleans(text)
     json_bool = pc.equal(text, "true")
     as_int = pc.equal(text, "1")
     return pc.case_when(
-        pc.make_struct(pc.equal(kind, "bool"), pc.equal(kind, "int"), pc.equal(kind, "str")),
+        pc.make_struct(
+            *(pa.array(kind == CODE[name]) for name in ("bool", "int", "str")),
+            field_names=["bool", "int", "str"],
+        ),
         json_bool,
         pc.if_else(pc.is_in(text, pa.array(["0", "1"])), as_int, pa.scalar(None, pa.bool_())),
         spelled,
@@ -91,7 +97,10 @@ def _elements(cells: Cells, name: str, n: int) -> pa.ListArray:
         return _empty_lists(n)
     frame = pl.DataFrame({"row": np.arange(n), "text": texts, "kind": kinds})
     flat = frame.explode(["text", "kind"]).filter(pl.col("kind").is_in(["str", "int", "float"]))
-    return clean.lists_at(flat["row"].to_numpy(), flat["text"].to_numpy().astype(object), n)
+    # Exploded rows keep their order: each row's elements are already together.
+    counts = np.bincount(flat["row"].to_numpy(), minlength=n)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())
+    return pa.ListArray.from_arrays(offsets, flat["text"].to_arrow().cast(pa.string()))
 
 
 def _empty_lists(n: int) -> pa.ListArray:
