@@ -233,17 +233,6 @@ def spelled_booleans(text: pa.Array) -> pa.Array:
     return pc.if_else(known, truth, pa.scalar(None, pa.bool_()))
 
 
-def to_bool(values: pd.Series) -> pd.Series:
-    """Boolean spellings of a text column as nullable booleans (NA where not one)."""
-    text = pa.array(values.astype(object).to_numpy(), pa.string(), from_pandas=True)
-    return pd.Series(
-        spelled_booleans(text).to_pandas(types_mapper=_BOOLEAN.get), index=values.index
-    )
-
-
-_BOOLEAN = {pa.bool_(): pd.BooleanDtype()}
-
-
 # --- numbers ------------------------------------------------------------------
 
 
