@@ -102,6 +102,8 @@ def once_per_value(function, text: pa.Array):
     returns an array or a pandas Series (timestamps), or a tuple of arrays,
     one value a row.
     """
+    if isinstance(text, pa.ChunkedArray):  # a table's column: one dictionary for it all
+        text = text.combine_chunks()
     encoded = pc.dictionary_encode(text)
     if len(encoded.dictionary) * 4 > len(text):
         return function(text)
