@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from catalog_lake import gate
 from catalog_lake.errors import PushError
-from catalog_lake.parse import canonical_json, decode_payload, parse_push, parse_texts
+from catalog_lake.parse import ParsedPush, canonical_json, decode_payload, parse_push, parse_texts
 from catalog_lake.push import check_group
 from catalog_lake.sources import discover, file_batches, parse_together, split_items
 from tests.conftest import GOOD_ITEM
@@ -294,3 +294,14 @@ def test_a_file_that_would_overflow_a_part_opens_the_next_one_not_a_part_of_its_
     assert sizes == [*parts, part]
     assert len(sizes) == 3
     assert summary["totals"]["received"] == 1_000
+
+
+def test_a_push_kept_without_its_decoded_items_digests_as_it_did_with_them():
+    # What a worker sends back, or any push whose items are only texts: the digest
+    # reads each item again from its text, never an empty object in its place.
+    texts = [json.dumps(dict(GOOD_ITEM, client_item_id=f"d-{n}")) for n in range(3)]
+    full = parse_push(b'{"items":[' + ",".join(texts).encode() + b"]}")
+    bare = ParsedPush(items=[], item_json=full.item_json, cells=None)
+
+    assert bare.digest() == full.digest()
+    assert bare.item(1) == full.items[1]

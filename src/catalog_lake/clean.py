@@ -478,10 +478,18 @@ def list_array(elements: pd.Series, length: int) -> pa.ListArray:
     return lists_at(elements.index.to_numpy(dtype="int64"), elements.to_numpy(dtype=object), length)
 
 
-def lists_at(positions: np.ndarray, values: np.ndarray, length: int) -> pa.ListArray:
-    """``list_array`` from parallel arrays: each value goes to the list of its row position."""
+def lists_at(
+    positions: np.ndarray, values: np.ndarray | pa.Array, length: int
+) -> pa.ListArray:
+    """``list_array`` from parallel arrays: each value goes to the list of its row position.
+
+    ``values`` already in Arrow are taken as they are: no Python string per value.
+    """
     order, offsets = grouped_by_row(positions, length)
-    strings = pa.array(values[order], type=pa.string())
+    if isinstance(values, pa.Array):
+        strings = values.cast(pa.string()).take(order)
+    else:
+        strings = pa.array(values[order], type=pa.string())
     return pa.ListArray.from_arrays(offsets, strings)
 
 
@@ -492,5 +500,9 @@ def grouped_by_row(positions: np.ndarray, length: int) -> tuple[np.ndarray, pa.A
     """
     order = np.argsort(positions, kind="stable")
     counts = np.bincount(positions, minlength=length) if length else np.zeros(0, "int64")
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype("int32")
-    return order, pa.array(offsets, pa.int32())
+    return order, row_offsets(counts)
+
+
+def row_offsets(counts: np.ndarray) -> pa.Array:
+    """A list column's offsets from the number of values of each row."""
+    return pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())

@@ -260,17 +260,14 @@ class _GroupWriter:
                     entry[1].read_together = max(parse_items, batch_size)
                     ahead.append(entry)
                     items += entry[1].total
-            if queue:
+            with collector_paused():
                 # The file that took the part past ``parse_items`` opens the next part
                 # rather than being parsed alone (files of 997 items: 5 in a part, not 5 + 1).
-                items = 0
-                for cut, (_, batches) in enumerate(ahead):
-                    if cut and items + batches.total > parse_items:
-                        ahead, carried = ahead[:cut], ahead[cut:]
-                        break
-                    items += batches.total
-            with collector_paused():
-                parse_together([batches for _, batches in ahead], parse_items)
+                held = parse_together(
+                    [batches for _, batches in ahead], parse_items, hold_last=bool(queue)
+                )
+            if held:
+                ahead, carried = ahead[: -len(held)], ahead[-len(held) :]
             yield from self._pushes_of(ahead)
 
     def _pushes_of(self, files: list[tuple[FileResult, FileBatches]]) -> Iterator[Entry]:

@@ -97,10 +97,7 @@ def _elements(cells: Cells, name: str, n: int) -> pa.ListArray:
         return _empty_lists(n)
     frame = pl.DataFrame({"row": np.arange(n), "text": texts, "kind": kinds})
     flat = frame.explode(["text", "kind"]).filter(pl.col("kind").is_in(["str", "int", "float"]))
-    # Exploded rows keep their order: each row's elements are already together.
-    counts = np.bincount(flat["row"].to_numpy(), minlength=n)
-    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())
-    return pa.ListArray.from_arrays(offsets, flat["text"].to_arrow().cast(pa.string()))
+    return clean.lists_at(flat["row"].to_numpy(), flat["text"].to_arrow(), n)
 
 
 def _empty_lists(n: int) -> pa.ListArray:

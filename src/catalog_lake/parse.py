@@ -76,14 +76,12 @@ class ParsedPush:
     #: table's column, with no conversion of a Python string each).
     item_arrow: pa.Array | None = None
 
-    def item(self, row: int) -> dict[str, Any]:
+    def item(self, row: int) -> Any:
         """Item ``row`` as decoded, decoded again from its text if it was not kept."""
-        if row >= len(self.items):
-            return {}
-        found = self.items[row]
-        if found is None:
+        found = self.items[row] if row < len(self.items) else None
+        if found is None and row < len(self.item_json):
             found = decode_payload(self.item_json[row])
-        return found
+        return {} if found is None else found
 
     def digest(self) -> str:
         """SHA-256 of the items' content, bound to what was sent and not to how it was spelled.
@@ -94,19 +92,17 @@ class ParsedPush:
         of the same items digest alike.
         """
         if self.content_digest is None:
-            items = self.items or [None] * len(self.item_json)
-            canonical = list(self.canonical or [None] * len(items))
+            texts = self.item_json
+            canonical = list(self.canonical or [None] * max(len(self.items), len(texts)))
             unwritten = [index for index, text in enumerate(canonical) if text is None]
             # orjson writes a caller's float NaN or Infinity as null, so NaN and None
             # would digest alike; the item's text (json.dumps) spells them out. One
             # search of the texts spares most pushes a search per item.
-            texts = self.item_json
             whole = "".join(texts[index] for index in unwritten if index < len(texts))
             spelled = "NaN" in whole or "Infinity" in whole
             for index in unwritten:
-                item = items[index]
                 canonical[index] = canonical_json(
-                    self.item(index) if item is None else item,
+                    self.item(index),
                     exact=spelled
                     and index < len(texts)
                     and ("NaN" in texts[index] or "Infinity" in texts[index]),

@@ -261,15 +261,20 @@ def _attribute(items: pd.DataFrame, column: str) -> pd.Series:
     return pd.Series(None, index=items.index, dtype=object)
 
 
-def _folded(values: pd.Series) -> pa.Array:
-    """Stripped, lower-cased text (null where absent), each distinct value folded once.
+def _each_distinct(text: pa.Array, change) -> pa.Array:
+    """``change`` (a Python string method) of each text, run once per distinct text.
 
-    Such attributes hold a handful of spellings ("Veg", "veg ", "Non-Veg"):
-    Python's string methods run on those, not on every row.
+    Such columns hold a handful of spellings ("Veg", "veg ", "Non-Veg") or
+    categories: Python's Unicode rules run on those, not on every row.
     """
-    codes, distinct = pd.factorize(values.astype(object))
-    folded = pa.array([text.strip().lower() for text in distinct], pa.string())
-    return folded.take(pa.array(codes, mask=codes < 0))
+    encoded = pc.dictionary_encode(text)
+    changed = pa.array([change(value) for value in encoded.dictionary.to_pylist()], pa.string())
+    return changed.take(encoded.indices)
+
+
+def _folded(text: pa.Array) -> pa.Array:
+    """Stripped, lower-cased text (null where absent)."""
+    return _each_distinct(text, lambda value: value.strip().lower())
 
 
 def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Array:
@@ -280,8 +285,8 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
     Each tag is an Arrow column, null where a record does not carry it; a
     record's list is its row of them, nulls left out (no Python string per tag).
     """
-    is_veg = _folded(_attribute(items, "attr_is_veg"))
-    flag = _folded(_attribute(items, "attr_veg_nonveg_flag"))
+    is_veg = _folded(_text(items, "attr_is_veg"))
+    flag = _folded(_text(items, "attr_veg_nonveg_flag"))
     veg_bool = clean.spelled_booleans(is_veg)
 
     def said(values: pa.Array, words) -> pa.Array:
@@ -336,8 +341,7 @@ def _lists_of_rows(columns: list[pa.Array], n: int) -> pa.ListArray:
     order = (np.arange(n)[:, None] + n * np.arange(len(columns))).ravel()
     every = pa.concat_arrays([column.cast(pa.string()) for column in columns]).take(order)
     carried = every.is_valid().to_numpy(zero_copy_only=False)
-    counts = carried.reshape(n, len(columns)).sum(axis=1)
-    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())
+    offsets = clean.row_offsets(carried.reshape(n, len(columns)).sum(axis=1))
     return pa.ListArray.from_arrays(offsets, every.filter(pa.array(carried)))
 
 
@@ -382,15 +386,9 @@ def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
 def _categories(items: pd.DataFrame) -> pa.Array:
     """lake_category then category, without case-insensitive repeats."""
     lake, category = _text(items, "lake_category"), _text(items, "category")
-    same = pc.fill_null(pc.equal(_lowered(lake), _lowered(category)), False)
+    lowered = [_each_distinct(text, str.lower) for text in (lake, category)]
+    same = pc.fill_null(pc.equal(*lowered), False)
     return _lists_of_rows([lake, pc.if_else(same, _NULL_TEXT, category)], len(items))
-
-
-def _lowered(text: pa.Array) -> pa.Array:
-    """Python's ``lower`` of each text (null where absent), each distinct text lowered once."""
-    codes, distinct = pd.factorize(text.to_numpy(zero_copy_only=False))
-    lowered = pa.array([value.lower() for value in distinct], pa.string())
-    return lowered.take(pa.array(codes, mask=codes < 0))
 
 
 def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Batch:

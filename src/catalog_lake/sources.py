@@ -541,7 +541,9 @@ class FileBatches:
         return found
 
 
-def parse_together(files: list[FileBatches], items: int) -> None:
+def parse_together(
+    files: list[FileBatches], items: int, *, hold_last: bool = False
+) -> list[FileBatches]:
     """Parse the batches of small files together, about ``items`` items at a time.
 
     Each file's batches land in its ``parsed_ahead``. A feed of many files of
@@ -549,16 +551,23 @@ def parse_together(files: list[FileBatches], items: int) -> None:
     file, at 2.5 times the time per item of a read of twenty thousand
     (``parse.parse_split``). Files of more than ``items`` items are parsed
     ``items`` at a time on their own (``FileBatches.pushes``).
+
+    ``hold_last``: when the files fill more than one part, the last part is
+    not parsed but returned, to open the caller's next part with the files
+    read after it (rather than a file that overflowed a part being parsed alone).
     """
-    part: list[FileBatches] = []
+    parts: list[list[FileBatches]] = [[]]
     count = 0
     for one in files:
-        if part and count + one.total > items:
-            _parse_part(part, items)
-            part, count = [], 0
-        part.append(one)
+        if parts[-1] and count + one.total > items:
+            parts.append([])
+            count = 0
+        parts[-1].append(one)
         count += one.total
-    _parse_part(part, items)
+    held = parts.pop() if hold_last and len(parts) > 1 else []
+    for part in parts:
+        _parse_part(part, items)
+    return held
 
 
 def _parse_part(files: list[FileBatches], items: int) -> None:
@@ -666,8 +675,8 @@ def _split_masked(data: bytes, nan: list[int], infinity: list[int]) -> list[byte
     word outside a text may have made broken JSON whole (``NaN1`` reads as
     ``0.01``), so every item that held one must also be one JSON object to
     our decoder, or the file is decoded whole as before (and gets its exact
-    error). In the synthetic bench feed nearly every file
-    holds a NaN price, and was decoded whole (docs/performance.md, issue 29).
+    error). In the synthetic bench feed nearly every file holds a NaN price,
+    and was decoded whole (docs/performance.md, issue 29).
     """
     masked = data.replace(b"NaN", b"0.0") if nan else data
     masked = masked.replace(b"Infinity", b"1.000000") if infinity else masked
