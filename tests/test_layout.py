@@ -6,7 +6,6 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -251,14 +250,13 @@ def test_the_attributes_map_reads_back_as_the_columns_it_was_made_of():
         parse_push({"items": [make_item(attributes__colour="Red"), make_item(client_item_id="x")]})
     )
     typed = typed_items(checked.frame)
-    frame = typed.frame
-    assert {"attr_colour", "attr_brand", "attr_is_veg"} <= set(frame.columns)
-    assert typed.lists["attributes"].equals(pack_attributes(frame, len(frame)))
+    assert {"attr_colour", "attr_brand", "attr_is_veg"} <= set(typed.columns)
+    assert typed["attributes"].equals(pack_attributes(typed.columns, len(typed)))
 
-    unpacked = unpack_attributes(typed.lists["attributes"])
-    for column in unpacked.columns:
-        sent = frame[column] if column in frame.columns else pd.Series([None, None])
-        assert unpacked[column].tolist() == sent.astype(object).where(sent.notna(), None).tolist()
+    unpacked = unpack_attributes(typed["attributes"])
+    for column, values in unpacked.items():
+        sent = typed.get(column)
+        assert values.to_pylist() == sent.to_pylist()
 
 
 def test_an_ingest_run_leaves_a_checkpoint_so_the_next_push_replays_little(catalog, tmp_path):

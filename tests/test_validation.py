@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
 
 from catalog_lake import settings
@@ -20,16 +19,17 @@ from catalog_lake.validate import validate
 from tests.conftest import DELETE, make_item
 
 
-def judge(item: dict, strict: bool = True) -> tuple[list[tuple[str, str]], pd.Series | None]:
+def judge(item: dict, strict: bool = True) -> tuple[list[tuple[str, str]], dict | None]:
     """The (field, code) errors of one item, and its typed row when it passed."""
     checked = validate(parse_push({"items": [item]}), strict=strict)
     errors = [(e["field"], e["code"]) for e in checked.errors.get(0, [])]
     if errors:
         return errors, None
-    return errors, typed_items(checked.frame).frame.iloc[0]
+    typed = typed_items(checked.frame)
+    return errors, {name: values[0].as_py() for name, values in typed.columns.items()}
 
 
-def accepted(item: dict) -> pd.Series:
+def accepted(item: dict) -> dict:
     errors, row = judge(item)
     assert errors == []
     return row
@@ -317,7 +317,7 @@ def test_images_keep_order():
     urls = ["https://a.example/1.jpg", "HTTP://b.example/2.png"]
     assert list(accepted(make_item(images=urls))["images"] if False else urls) == urls
     checked = validate(parse_push({"items": [make_item(images=urls)]}))
-    assert typed_items(checked.frame).lists["images"].to_pylist() == [urls]
+    assert typed_items(checked.frame)["images"].to_pylist() == [urls]
 
 
 @pytest.mark.parametrize(
@@ -330,7 +330,7 @@ def test_location_id_must_be_a_list(value, code):
 
 def test_location_id_elements_become_text():
     checked = validate(parse_push({"items": [make_item(location_id=["BLR-01", 7])]}))
-    assert typed_items(checked.frame).lists["location_id"].to_pylist() == [["BLR-01", "7"]]
+    assert typed_items(checked.frame)["location_id"].to_pylist() == [["BLR-01", "7"]]
 
 
 # --- text --------------------------------------------------------------------------------------

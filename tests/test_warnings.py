@@ -50,8 +50,8 @@ class Judged:
         self.errors = checked.errors.get(0, [])
         self.warnings = checked.warnings.get(0, [])
         typed = typed_items(checked.frame) if not self.errors else None
-        self.row = None if typed is None else typed.frame.iloc[0]
-        self.lists = None if typed is None else {k: v[0].as_py() for k, v in typed.lists.items()}
+        self.row = None if typed is None else {k: v[0].as_py() for k, v in typed.columns.items()}
+        self.lists = self.row
 
     @property
     def said(self) -> list[tuple]:
@@ -300,7 +300,7 @@ def test_every_image_stored_is_a_valid_url_and_every_other_is_reported(lists):
         assert {e["code"] for e in checked.errors[n]} == {"invalid_text"}
     for n in kept:
         images = lists[n]
-        stored = typed.lists["images"][n].as_py()
+        stored = typed["images"][n].as_py()
         assert clean.urls_ok(pa.array(stored, pa.string())).all()
         reported = [w for w in checked.warnings.get(n, []) if w["field"] == "images"]
         dropped = sum(w["action"] == "dropped" for w in reported)
@@ -317,7 +317,7 @@ def test_every_duration_stored_is_iso_8601(values):
     ]
     checked, typed = _judged_many(items)
     for n, value in enumerate(values):
-        stored = typed.frame["attr_time_to_ship"][n]
+        stored = typed["attr_time_to_ship"][n].as_py()
         if isinstance(stored, str):
             assert clean.durations(pa.array([stored]))[0][0].is_valid
             repaired = [w["repaired_to"] for w in checked.warnings.get(n, [])]

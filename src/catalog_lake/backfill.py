@@ -124,7 +124,7 @@ def backfill(
                             derived.items.table(ITEMS).filter(live),
                             metadata,
                             fence=keys.fence,
-                            known=derived.items.frame["known"].to_numpy(dtype=bool)[live],
+                            known=derived.items["known"].to_numpy(zero_copy_only=False)[live],
                         )
                     except BaseException:
                         keys.forget()

@@ -468,22 +468,11 @@ def repaired_duration(value: str, *, checked: bool = True) -> str | None:
     return fixed if not checked or durations(pa.array([fixed]))[0][0].is_valid else None
 
 
-def list_array(elements: pd.Series, length: int) -> pa.ListArray:
-    """Build an Arrow list<string> column from exploded elements.
+def lists_at(positions: np.ndarray, values: np.ndarray | pa.Array, length: int) -> pa.ListArray:
+    """A list<string> column from parallel arrays: each value goes to its row position's list.
 
-    ``elements`` is indexed by row position (0..length-1), possibly repeated,
-    in element order; rows with no elements get an empty list, never null.
-    """
-    elements = elements.dropna()
-    return lists_at(elements.index.to_numpy(dtype="int64"), elements.to_numpy(dtype=object), length)
-
-
-def lists_at(
-    positions: np.ndarray, values: np.ndarray | pa.Array, length: int
-) -> pa.ListArray:
-    """``list_array`` from parallel arrays: each value goes to the list of its row position.
-
-    ``values`` already in Arrow are taken as they are: no Python string per value.
+    Rows with no value get an empty list, never null. ``values`` already in
+    Arrow are taken as they are: no Python string per value.
     """
     order, offsets = grouped_by_row(positions, length)
     if isinstance(values, pa.Array):

@@ -9,7 +9,6 @@ is exactly what is stored.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,17 +16,18 @@ import pyarrow.compute as pc
 from . import clean
 from .cells import CODE, Cells, codes
 from .records import Batch, pack_attributes
-from .rules import ATTRIBUTE_KEYS, RULES
-
-_NULL_DTYPES = {"count": "Int64", "flag": "boolean", "date": "datetime64[us, UTC]"}
-_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+from .rules import ARROW, ATTRIBUTE_KEYS, RULES
+from .schemas import TS
 
 
 def typed_items(cells: Cells) -> Batch:
-    """Convert the cleaned cells of passed items to typed columns named as in the items table."""
+    """Convert the cleaned cells of passed items to typed columns named as in the items table.
+
+    Every column is built in Arrow from the cells' Arrow text: the checks'
+    own conversions (``clean``), masked by each value's JSON kind.
+    """
     n = len(cells)
-    out: dict[str, pd.Series] = {}
-    lists: dict[str, pa.Array] = {}
+    out: dict[str, pa.Array] = {}
     for rule in RULES:
         name = rule.source
         if name not in cells.text.columns:
@@ -35,38 +35,39 @@ def typed_items(cells: Cells) -> Batch:
             if rule.column in ATTRIBUTE_KEYS:
                 continue  # a string attribute: absent from the map, no column needed
             if rule.rule in ("urls", "list"):
-                lists[rule.column] = _empty_lists(n)
+                out[rule.column] = _empty_lists(n)
             else:
-                out[rule.column] = pd.Series([None] * n, dtype=_NULL_DTYPES.get(rule.rule, object))
+                out[rule.column] = pa.nulls(n, ARROW[rule.rule])
                 if rule.rule == "duration":
-                    out[f"{rule.column}_seconds"] = pd.Series([None] * n, dtype="Int64")
+                    out[f"{rule.column}_seconds"] = pa.nulls(n, pa.int64())
             continue
         text = cells.text[name].to_arrow().cast(pa.string())
         kind = codes(cells, name)  # numpy, one Polars call for every field
         is_str = pa.array(kind == CODE["str"])
         if rule.rule in ("key", "id", "text"):
             usable = pa.array(np.isin(kind, _TEXT_KINDS))
-            out[rule.column] = _text(pc.if_else(usable, text, _NULL))
+            out[rule.column] = pc.if_else(usable, text, _NULL)
         elif rule.rule == "count":
-            out[rule.column] = _pandas(clean.counts(text, pa.array(kind == CODE["float"])))
+            out[rule.column] = clean.counts(text, pa.array(kind == CODE["float"]))
         elif rule.rule == "money":
-            out[rule.column] = _text(clean.money(text))
+            out[rule.column] = clean.money(text)
         elif rule.rule == "flag":
-            out[rule.column] = _pandas(_flags(text, kind))
+            out[rule.column] = _flags(text, kind)
         elif rule.rule == "date":
-            out[rule.column] = clean.timestamps(
+            dates = clean.timestamps(
                 pc.if_else(is_str, text, _NULL), end_of_day=rule.column == "discount_end_date"
             )
+            out[rule.column] = pa.array(dates, TS)
         elif rule.rule == "duration":
             canonical, seconds = clean.durations(pc.if_else(is_str, text, _NULL))
-            out[rule.column] = _text(canonical)
-            out[f"{rule.column}_seconds"] = _pandas(seconds)
+            out[rule.column] = canonical
+            out[f"{rule.column}_seconds"] = seconds
         else:  # urls, list: the elements' texts, nulls left out
-            lists[rule.column] = _elements(cells, name, n)
-    lists["attributes"] = pack_attributes(out, n)
+            out[rule.column] = _elements(cells, name, n)
+    out["attributes"] = pack_attributes(out, n)
     out["extra_attributes"] = _extras(cells.extra_attributes, n)
     out["extra_fields"] = _extras(cells.extra_fields, n)
-    return Batch(pd.DataFrame(out, index=pd.RangeIndex(n)), lists)
+    return Batch(out, n)
 
 
 _NULL = pa.scalar(None, pa.string())
@@ -104,18 +105,10 @@ def _empty_lists(n: int) -> pa.ListArray:
     return clean.lists_at(np.zeros(0, dtype="int64"), np.zeros(0, dtype=object), n)
 
 
-def _text(array: pa.Array) -> pd.Series:
-    return pd.Series(clean.TEXT.__from_arrow__(array.cast(pa.string())))
-
-
-def _pandas(array: pa.Array) -> pd.Series:
-    return pd.Series(array.to_pandas(types_mapper=_TYPES.get))
-
-
-def _extras(series: pl.Series | None, n: int) -> pd.Series:
+def _extras(series: pl.Series | None, n: int) -> pa.Array:
     if series is None:
-        return pd.Series([None] * n, dtype=object)
-    return pd.Series(series.to_list(), dtype=object)
+        return pa.nulls(n, pa.string())
+    return series.to_arrow().cast(pa.string())
 
 
 __all__ = ["typed_items"]

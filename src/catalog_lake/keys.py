@@ -31,6 +31,7 @@ from . import reads, settings
 from .lake import Lake, is_local
 from .reads import BlocksScan
 from .records import Batch
+from .schemas import TS
 
 #: Files a cold key lookup may read past the lake's key snapshot before it saves a new one.
 KEYS_RESAVE_FILES = 64
@@ -85,33 +86,33 @@ class Keys:
         update leaves ``first_seen_at``, ``likes`` and ``sales`` as stored
         (``blocks.KEPT_ON_UPDATE``), so they need not be read back.
         """
-        frame = items.frame.copy()
         index = self.index()
-        probe = pa.table({"client_item_id": pa.array(frame["client_item_id"], pa.string())})
-        probe = probe.append_column("_row", pa.array(np.arange(len(frame)), pa.int64()))
+        n = len(items)
+        probe = pa.table(
+            {
+                "client_item_id": items["client_item_id"].cast(pa.string()),
+                "_row": pa.array(np.arange(n), pa.int64()),
+            }
+        )
         # Arrow builds its hash table on the right side: the push's keys, not the lake's.
         found = index.table.join(probe, "client_item_id", join_type="inner")
-        object_id = np.zeros(len(frame), dtype="int64")
+        object_id = np.zeros(n, dtype="int64")
         object_id[found["_row"].to_numpy()] = found["object_id"].to_numpy()
         new = object_id == 0  # service ids start at 1
         order = np.argsort(first["position"].to_numpy()[new], kind="stable")
         fresh = np.empty(int(new.sum()), dtype="int64")
         fresh[order] = np.arange(index.max_id + 1, index.max_id + 1 + len(fresh), dtype="int64")
         object_id[new] = fresh
-        frame["object_id"] = object_id
-        frame["id_block"] = object_id // settings.ID_BLOCK_SIZE
-        frame["known"] = ~new
-        # .array, not .to_numpy(): a tz-aware column would become one Timestamp per row.
-        frame["first_seen_at"] = pd.Series(first["at"].array, index=frame.index).astype(
-            "datetime64[us, UTC]"
+        return items.with_columns(
+            object_id=pa.array(object_id),
+            id_block=pa.array(object_id // settings.ID_BLOCK_SIZE),
+            known=pa.array(~new),
+            first_seen_at=_instants(first["at"]),
+            likes=pa.array(np.zeros(n, dtype="int64")),
+            sales=pa.array(np.zeros(n, dtype="int64")),
+            updated_at=_instants(received_at),
+            request_id=pa.array(request_ids.to_numpy(dtype=object), pa.string()),
         )
-        frame["likes"] = pd.Series(0, index=frame.index, dtype="Int64")
-        frame["sales"] = pd.Series(0, index=frame.index, dtype="Int64")
-        frame["updated_at"] = pd.Series(received_at.array, index=frame.index).astype(
-            "datetime64[us, UTC]"
-        )
-        frame["request_id"] = request_ids.to_numpy(dtype=object)
-        return Batch(frame, items.lists)
 
     def index(self) -> KeyIndex:
         """Every stored client_item_id with its id, read once and then kept current.
@@ -186,22 +187,22 @@ class Keys:
         if cached is None:
             return
         version = self.lake.version("items", refresh=False)
-        new = items.frame[~items.frame["known"]]
-        if not len(new):
+        new = pa.table({c: items[c] for c in ("client_item_id", "object_id", "id_block")})
+        new = new.filter(pc.invert(items["known"]))
+        if not new.num_rows:
             self._index = KeyIndex(version, cached.table, cached.max_id, cached.fence + 1)
             return
-        added = pa.table(
-            {
-                "client_item_id": pa.array(new["client_item_id"], pa.string()),
-                "object_id": pa.array(new["object_id"], pa.int64()),
-                "id_block": pa.array(new["id_block"], pa.int64()),
-            }
-        ).cast(cached.table.schema)
+        added = new.cast(cached.table.schema)
         table = pa.concat_tables([cached.table, added])
         if table["client_item_id"].num_chunks > 64:
             table = table.combine_chunks()
-        max_id = max(cached.max_id, int(new["object_id"].max()))
+        max_id = max(cached.max_id, pc.max(new["object_id"]).as_py())
         self._index = KeyIndex(version, table, max_id, cached.fence + 1)
+
+
+def _instants(values: pd.Series) -> pa.Array:
+    """A column of instants as Arrow UTC microseconds (``.array``: never a Timestamp per row)."""
+    return pa.array(pd.Series(values.array).astype("datetime64[us, UTC]"), TS)
 
 
 # --- the key snapshot: a local lake's keys by id block, kept beside its tables --------------

@@ -18,7 +18,7 @@ from . import reads
 from .blocks import changed_rows, content_columns
 from .lake import sql_timestamp
 from .records import Batch, derive_records, unpack_attributes
-from .schemas import ITEMS, RECORDS, STR_LIST, TABLES
+from .schemas import ITEMS, RECORDS, TABLES
 from .store import live_records
 
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
@@ -52,14 +52,10 @@ def reprice(catalog: Catalog, since: datetime | None, now: datetime) -> int:
     if rows.num_rows == 0:
         return 0
     rows = rows.cast(ITEMS)
-    lists = {f.name: rows[f.name].combine_chunks() for f in ITEMS if f.type == STR_LIST}
-    frame = rows.drop_columns([*lists, "attributes"]).to_pandas(
-        types_mapper=lambda t: pd.Int64Dtype() if pa.types.is_integer(t) else None
-    )
-    frame = frame.join(unpack_attributes(rows["attributes"]))
-    for column in ("mrp", "sale_price", "discounted_price"):
-        frame[column] = frame[column].map(lambda v: None if v is None else str(v))
-    derived = derive_records(Batch(frame, lists), now, catalog.synonyms).table(RECORDS)
+    items = Batch.of_table(rows)
+    derived = derive_records(
+        items.with_columns(**unpack_attributes(rows["attributes"])), now, catalog.synonyms
+    ).table(RECORDS)
     changed = changed_records(catalog, derived)
     if changed.num_rows:
         catalog.lake.upsert_fenced(

@@ -135,13 +135,12 @@ def check_group(
 class ShippedCheck:
     """A ``Checked`` in Arrow, as it travels from a Dask worker to the committer.
 
-    Only columns cross: the typed rows as one Arrow table (plus their list
-    columns), client ids and the keep mask as arrays, and the errors, which
-    are few. The cells were dropped after typing (``check_group``).
+    Only columns cross: the typed rows as one Arrow table, client ids and
+    the keep mask as arrays, and the errors, which are few. The cells were
+    dropped after typing (``check_group``).
     """
 
     typed: pa.Table
-    lists: dict[str, pa.Array]
     client_ids: pa.Array
     keep: pa.Array
     errors: dict[int, list[dict[str, Any]]]
@@ -152,8 +151,7 @@ class ShippedCheck:
     def of(cls, checked: Checked) -> ShippedCheck:
         """Pack a check for the trip."""
         return cls(
-            pa.Table.from_pandas(checked.typed.frame, preserve_index=False),
-            checked.typed.lists,
+            checked.typed.as_table(),
             pa.array(checked.client_ids.to_numpy(dtype=object), pa.string()),
             pa.array(checked.keep.to_numpy(dtype=bool)),
             checked.checked.errors,
@@ -163,7 +161,6 @@ class ShippedCheck:
 
     def unpacked(self) -> Checked:
         """The check as ``Catalog.push_many`` takes it."""
-        frame = self.typed.to_pandas(types_mapper=_nullable_ints)
         return Checked(
             Validation(
                 frame=Cells(pl.DataFrame(), pl.DataFrame()),
@@ -173,12 +170,8 @@ class ShippedCheck:
             ),
             pd.Series(self.client_ids.to_numpy(zero_copy_only=False), dtype=object),
             pd.Series(self.keep.to_numpy(zero_copy_only=False), dtype=bool),
-            Batch(frame, self.lists),
+            Batch.of_table(self.typed),
         )
-
-
-def _nullable_ints(kind: pa.DataType) -> Any:
-    return pd.Int64Dtype() if pa.types.is_integer(kind) else None
 
 
 def failures(pushes: list[Push], checked: Checked) -> list[list[dict[str, Any]]]:
@@ -224,11 +217,7 @@ def plan_responses(
     offsets = _offsets(pushes)
     passed = checked.checked.passed.to_numpy(dtype=bool)
     id_of = dict(
-        zip(
-            items.frame["client_item_id"].tolist(),
-            items.frame["object_id"].tolist(),
-            strict=True,
-        )
+        zip(items["client_item_id"].to_pylist(), items["object_id"].to_pylist(), strict=True)
     )
     client_list = [_str_or_none(c) for c in checked.client_ids.tolist()]
     responses = []

@@ -1,7 +1,7 @@
 """From typed item rows to flat search records.
 
-Pure functions over whole columns: each takes frames or Arrow tables and
-returns new ones. The price rule depends on a clock, so ``now`` is always
+Pure functions over whole columns: each takes Arrow columns (a ``Batch``)
+and returns new ones. The price rule depends on a clock, so ``now`` is always
 passed in; a backfill or a repair gives the same answer as the original push
 when it passes the same instant.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property, lru_cache
 from importlib import resources
@@ -24,74 +24,82 @@ import pyarrow.compute as pc
 
 from . import clean, settings
 from .rules import ATTRIBUTE_KEYS
-from .schemas import ATTRIBUTE_MAP
+from .schemas import ATTRIBUTE_MAP, TS
 
 
 @dataclass
 class Batch:
-    """Rows of one table in flight: scalar columns in pandas, list columns in Arrow.
+    """Rows of one table in flight: one Arrow array per column, lists and maps alike.
 
-    List columns stay Arrow arrays from the moment they are built, so they
-    never turn into per-row Python lists on the way to Delta.
+    Typing, ids and records are Arrow kernels over whole columns, so from the
+    parsed cells to Delta no value becomes a Python object, and no column is
+    converted between pandas and Arrow on the way (issue 29).
     """
 
-    frame: pd.DataFrame
-    lists: dict[str, pa.Array] = field(default_factory=dict)
+    columns: dict[str, pa.Array]
+    size: int
 
     def __len__(self) -> int:
-        return len(self.frame)
+        return self.size
+
+    def __getitem__(self, name: str) -> pa.Array:
+        return self.columns[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
+
+    def get(self, name: str, kind: pa.DataType | None = None) -> pa.Array:
+        """A column, or all nulls of ``kind`` (text) when no row of the batch sent it."""
+        if name in self.columns:
+            return self.columns[name]
+        return pa.nulls(self.size, kind or pa.string())
+
+    def with_columns(self, **columns: pa.Array) -> Batch:
+        """The rows with columns added or replaced."""
+        return Batch({**self.columns, **columns}, self.size)
 
     def table(self, schema: pa.Schema) -> pa.Table:
-        """The rows as an Arrow table with exactly ``schema``."""
-        return to_arrow(self.frame, self.lists, schema)
+        """The rows as an Arrow table with exactly ``schema``: never Arrow null, plain strings.
+
+        A column no row carries becomes nulls of the declared type, which
+        Delta takes; an untyped all-null column would be refused.
+        """
+        arrays = [
+            self.columns[column.name].cast(column.type)
+            if column.name in self.columns
+            else pa.nulls(self.size, column.type)
+            for column in schema
+        ]
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def as_table(self) -> pa.Table:
+        """Every column as one Arrow table (what travels from a worker)."""
+        return pa.table(self.columns) if self.columns else pa.table({})
+
+    @classmethod
+    def of_table(cls, table: pa.Table) -> Batch:
+        """The rows of an Arrow table, one array per column."""
+        return cls({name: _array(table[name]) for name in table.column_names}, table.num_rows)
 
 
-def to_arrow(frame: pd.DataFrame, lists: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
-    """Build an Arrow table with exactly ``schema``: explicit types, never Arrow null.
-
-    pandas 3 infers ``str`` and an all-null column would become Arrow ``null``,
-    which Delta refuses; converting column by column to the declared type
-    avoids both.
-    """
-    arrays = []
-    for column in schema:
-        if column.type == ATTRIBUTE_MAP and column.name not in lists:
-            arrays.append(pack_attributes(frame, len(frame)))
-        elif column.name in lists:
-            arrays.append(lists[column.name].cast(column.type))
-        elif column.name not in frame.columns:
-            arrays.append(pa.nulls(len(frame), column.type))
-        else:
-            arrays.append(_column(frame[column.name], column.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
+def _array(column: pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if column.num_chunks else pa.array([], column.type)
 
 
-def _column(values: pd.Series, kind: pa.DataType) -> pa.Array:
-    if pa.types.is_decimal(kind):
-        return pa.array(values.astype(object), pa.string(), from_pandas=True).cast(kind)
-    if pa.types.is_timestamp(kind):
-        return pa.array(values.astype("datetime64[us, UTC]"), kind)
-    if pa.types.is_string(kind):
-        if isinstance(values.dtype, pd.StringDtype):
-            return pa.array(values.array).cast(kind)  # already Arrow: no Python strings
-        return pa.array(values.astype(object), pa.string(), from_pandas=True)
-    return pa.array(values, from_pandas=True).cast(kind)
-
-
-def pack_attributes(columns: Mapping[str, pd.Series], n: int) -> pa.MapArray:
+def pack_attributes(columns: Mapping[str, pa.Array], n: int) -> pa.MapArray:
     """The string attributes of ``n`` typed item rows as one map (name -> text) per row.
 
-    ``columns`` holds ``attr_<name>`` columns (a frame or a dict; others
-    are ignored). Entries follow SPEC 2.6's order; a row without any gets
-    an empty map. Built column by column in Arrow: one mask and one gather
-    per attribute sent at all, never a Python object per value.
+    ``columns`` holds ``attr_<name>`` columns (others are ignored). Entries
+    follow SPEC 2.6's order; a row without any gets an empty map. Built
+    column by column in Arrow: one mask and one gather per attribute sent
+    at all, never a Python object per value.
     """
     rows, codes, values = [], [], []
     names = []
     for column, name in ATTRIBUTE_KEYS.items():
         if column not in columns:
             continue
-        array = _column(columns[column], pa.string())
+        array = columns[column].cast(pa.string())
         if array.null_count == n:
             continue
         valid = array.is_valid().to_numpy(zero_copy_only=False)
@@ -106,11 +114,11 @@ def pack_attributes(columns: Mapping[str, pd.Series], n: int) -> pa.MapArray:
     order, offsets = clean.grouped_by_row(np.concatenate(rows), n)  # by row, then SPEC order
     order = pa.array(order)
     keys = pa.array(names, pa.string()).take(pa.array(np.concatenate(codes))).take(order)
-    texts = pa.concat_arrays([v.cast(pa.string()) for v in values]).take(order)
+    texts = pa.concat_arrays(values).take(order)
     return pa.MapArray.from_arrays(offsets, keys, texts).cast(ATTRIBUTE_MAP)
 
 
-def unpack_attributes(attributes: pa.Array | pa.ChunkedArray) -> pd.DataFrame:
+def unpack_attributes(attributes: pa.Array | pa.ChunkedArray) -> dict[str, pa.Array]:
     """The ``attributes`` map column back as one text column per attribute (``attr_<name>``).
 
     For code that reads item rows back from the lake and derives records
@@ -118,23 +126,21 @@ def unpack_attributes(attributes: pa.Array | pa.ChunkedArray) -> pd.DataFrame:
     where an item does not carry it.
     """
     if isinstance(attributes, pa.ChunkedArray):
-        attributes = (
-            attributes.combine_chunks() if attributes.num_chunks else pa.array([], ATTRIBUTE_MAP)
-        )
+        attributes = _array(attributes)
     n = len(attributes)
     entries = attributes.cast(pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())])))
     lengths = pc.fill_null(pc.list_value_length(entries), 0).to_numpy(zero_copy_only=False)
     row = np.repeat(np.arange(n), lengths)
     flat = pc.list_flatten(entries)
-    keys = pc.struct_field(flat, "key").to_numpy(zero_copy_only=False)
-    texts = pc.struct_field(flat, "value").to_numpy(zero_copy_only=False)
+    keys = pc.struct_field(flat, "key")
+    texts = pc.struct_field(flat, "value")
     out = {}
     for column, name in ATTRIBUTE_KEYS.items():
-        values = np.full(n, None, dtype=object)
-        hit = keys == name
-        values[row[hit]] = texts[hit]
-        out[column] = values
-    return pd.DataFrame(out, dtype=object)
+        hit = pc.equal(keys, name).to_numpy(zero_copy_only=False)
+        at = np.full(n, -1, dtype="int64")
+        at[row[hit]] = np.flatnonzero(hit)
+        out[column] = texts.take(pa.array(at, mask=at < 0))
+    return out
 
 
 def first_element(lists: pa.ListArray) -> pa.Array:
@@ -200,7 +206,7 @@ def _load_synonyms(text: str) -> Synonyms:
     return Synonyms(tuple(groups))
 
 
-def current_price(items: pd.DataFrame, now: datetime | None) -> pd.Series:
+def current_price(items: Batch, now: datetime | None) -> pa.Array:
     """SPEC price rule: discounted_price inside the discount window, else sale_price.
 
     An empty start or end leaves that side of the window open; a bare end
@@ -208,18 +214,26 @@ def current_price(items: pd.DataFrame, now: datetime | None) -> pd.Series:
     None means each item's own ``updated_at``: the moment its push arrived.
     """
     if now is None:
-        now_ts = items["updated_at"].astype("datetime64[us, UTC]")
+        now_at = items["updated_at"].cast(TS)
     else:
         stamp = pd.Timestamp(now)
-        now_ts = stamp.tz_convert("UTC") if stamp.tzinfo else stamp.tz_localize("UTC")
-    sale = pd.to_numeric(items["sale_price"], errors="coerce")
-    discounted = pd.to_numeric(items["discounted_price"], errors="coerce")
-    start = pd.Series(items["discount_start_date"])
-    end = pd.Series(items["discount_end_date"])
-    opened = start.isna() | (start <= now_ts)
-    not_closed = end.isna() | (now_ts < end)
-    active = discounted.notna() & opened & not_closed
-    return discounted.where(active, sale).astype("float64")
+        now_at = pa.scalar(
+            stamp.tz_convert("UTC") if stamp.tzinfo else stamp.tz_localize("UTC"), TS
+        )
+    sale, discounted = _number(items, "sale_price"), _number(items, "discounted_price")
+    start, end = items.get("discount_start_date", TS), items.get("discount_end_date", TS)
+    opened = pc.fill_null(pc.less_equal(start, now_at), True)  # no start: open
+    not_closed = pc.fill_null(pc.less(now_at, end), True)  # no end: open
+    active = pc.and_(pc.is_valid(discounted), pc.and_(opened, not_closed))
+    return pc.if_else(active, discounted, sale)
+
+
+def _number(items: Batch, column: str) -> pa.Array:
+    """A money column (its text, or a decimal read back from the lake) as float64."""
+    values = items.get(column)
+    if pa.types.is_decimal(values.type):
+        values = values.cast(pa.string())  # parsed from text, as when it was pushed
+    return values.cast(pa.float64())
 
 
 def _slug(text: pa.Array) -> pa.Array:
@@ -250,15 +264,8 @@ _VEG = frozenset({"veg", "vegetarian", "v", "green", "pure veg"})
 _NON_VEG = frozenset({"non-veg", "nonveg", "non veg", "non_veg", "nv", "non-vegetarian"})
 
 
-def _flag(values: pd.Series) -> pa.Array:
-    return pa.array(values.astype("boolean").fillna(False).astype(bool).to_numpy())
-
-
-def _attribute(items: pd.DataFrame, column: str) -> pd.Series:
-    """A string attribute's column, all null when no item of the batch sent it."""
-    if column in items.columns:
-        return items[column]
-    return pd.Series(None, index=items.index, dtype=object)
+def _flag(items: Batch, column: str) -> pa.Array:
+    return pc.fill_null(items.get(column, pa.bool_()), False)
 
 
 def _each_distinct(text: pa.Array, change) -> pa.Array:
@@ -277,7 +284,7 @@ def _folded(text: pa.Array) -> pa.Array:
     return _each_distinct(text, lambda value: value.strip().lower())
 
 
-def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Array:
+def _tags(items: Batch, on_sale: pa.Array, in_stock: pa.Array) -> pa.Array:
     """Computed discovery tags (record design rule 4), in a fixed order per record.
 
     is_veg is free text (SPEC 2.6), so both it and veg_nonveg_flag are read
@@ -285,8 +292,8 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
     Each tag is an Arrow column, null where a record does not carry it; a
     record's list is its row of them, nulls left out (no Python string per tag).
     """
-    is_veg = _folded(_text(items, "attr_is_veg"))
-    flag = _folded(_text(items, "attr_veg_nonveg_flag"))
+    is_veg = _folded(items.get("attr_is_veg"))
+    flag = _folded(items.get("attr_veg_nonveg_flag"))
     veg_bool = clean.spelled_booleans(is_veg)
 
     def said(values: pa.Array, words) -> pa.Array:
@@ -294,9 +301,7 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
 
     egg = pc.or_(said(flag, {"egg"}), said(is_veg, {"egg"}))
     veg = pc.and_not(
-        pc.or_(
-            pc.or_(said(flag, _VEG), said(is_veg, _VEG)), pc.fill_null(veg_bool, False)
-        ),
+        pc.or_(pc.or_(said(flag, _VEG), said(is_veg, _VEG)), pc.fill_null(veg_bool, False)),
         egg,
     )
     non_veg = pc.and_not(
@@ -306,30 +311,29 @@ def _tags(items: pd.DataFrame, on_sale: pd.Series, in_stock: pd.Series) -> pa.Ar
         ),
         pc.or_(veg, egg),
     )
-    ship = pa.array(pd.to_numeric(items["attr_time_to_ship_seconds"], errors="coerce"))
+    ship = items.get("attr_time_to_ship_seconds", pa.int64())
     fast = pc.fill_null(pc.less_equal(ship, settings.FAST_SHIPPING_SECONDS), False)
-    stocked = pa.array(in_stock.to_numpy(dtype=bool))
-    colour = pc.coalesce(_text(items, "attr_colour"), _text(items, "attr_colour_name"))
+    colour = pc.coalesce(items.get("attr_colour"), items.get("attr_colour_name"))
 
     flags = [
         ("veg", veg),
         ("non-veg", non_veg),
         ("egg", egg),
-        ("cod", _flag(items["attr_available_on_cod"])),
-        ("returnable", _flag(items["attr_returnable"])),
-        ("cancellable", _flag(items["attr_cancellable"])),
+        ("cod", _flag(items, "attr_available_on_cod")),
+        ("returnable", _flag(items, "attr_returnable")),
+        ("cancellable", _flag(items, "attr_cancellable")),
         ("fast-shipping", fast),
-        ("on-sale", pa.array(on_sale.to_numpy(dtype=bool))),
-        ("in-stock", stocked),
-        ("out-of-stock", pc.invert(stocked)),
+        ("on-sale", on_sale),
+        ("in-stock", in_stock),
+        ("out-of-stock", pc.invert(in_stock)),
     ]
     named = [
-        ("brand:", _text(items, "attr_brand")),
+        ("brand:", items.get("attr_brand")),
         ("colour:", colour),
-        ("gender:", _text(items, "attr_gender")),
+        ("gender:", items.get("attr_gender")),
     ]
     columns = [pc.if_else(mask, pa.scalar(name), _NULL_TEXT) for name, mask in flags] + [
-        pc.binary_join_element_wise(pa.scalar(prefix), _slug(values), "")
+        pc.binary_join_element_wise(pa.scalar(prefix), _slug(values.cast(pa.string())), "")
         for prefix, values in named
     ]
     return _lists_of_rows(columns, len(items))
@@ -345,48 +349,45 @@ def _lists_of_rows(columns: list[pa.Array], n: int) -> pa.ListArray:
     return pa.ListArray.from_arrays(offsets, every.filter(pa.array(carried)))
 
 
-def _text(items: pd.DataFrame, column: str) -> pa.Array:
-    """A string attribute's column in Arrow, all null when no item of the batch sent it."""
-    return _column(_attribute(items, column), pa.string())
+def _synonyms(items: Batch, synonyms: Synonyms) -> pa.Array:
+    """The synonyms of the terms each record's name and categories mention, not those terms.
 
-
-def _synonyms(items: pd.DataFrame, synonyms: Synonyms) -> pa.Array:
+    Variants of a product share its name and categories, so each distinct
+    text is matched once; a term's synonyms follow in the order it was found.
+    """
     pattern = synonyms.pattern
     n = len(items)
     if pattern is None or n == 0:
-        return clean.list_array(pd.Series([], dtype=object), n)
-    text = (
-        items["name"].fillna("").astype(object)
-        + " | "
-        + items["category"].fillna("").astype(object)
-        + " | "
-        + items["lake_category"].fillna("").astype(object)
-    ).str.lower()
-    # Variants of a product share its name and categories: match each distinct text once.
-    codes, texts = pd.factorize(text)
-    # findall + explode: extractall builds a MultiIndex per match and took 5x longer.
-    found = pd.Series(texts, dtype=object).str.findall(pattern).explode().dropna()
-    if found.empty:
-        return clean.list_array(pd.Series([], dtype=object), n)
-    matched = pd.DataFrame({"row": found.index.to_numpy(), "term": found.to_numpy()})
-    term_groups = synonyms.term_groups
-    matched["group"] = matched["term"].map(term_groups)
-    expanded = matched.explode("group")
-    expanded["synonym"] = expanded["group"].map(lambda g: synonyms.groups[g])
-    expanded = expanded.explode("synonym")[["row", "synonym"]]
-    seen = pd.MultiIndex.from_frame(matched[["row", "term"]])
-    candidate = pd.MultiIndex.from_frame(expanded)
-    expanded = expanded[~candidate.isin(seen)].drop_duplicates()
-    per_text = clean.list_array(
-        pd.Series(expanded["synonym"].to_numpy(), index=expanded["row"].to_numpy()), len(texts)
+        return clean.lists_at(np.zeros(0, dtype="int64"), pa.array([], pa.string()), n)
+    parts = [pc.fill_null(items.get(c).cast(pa.string()), "") for c in _SYNONYM_SOURCES]
+    text = pc.dictionary_encode(pc.binary_join_element_wise(*parts, " | "))
+    term_groups, groups = synonyms.term_groups, synonyms.groups
+    rows, found = [], []
+    for row, value in enumerate(text.dictionary.to_pylist()):
+        terms = pattern.findall(value.lower())
+        said = set(terms)
+        expanded = dict.fromkeys(
+            synonym
+            for term in terms
+            for number in term_groups[term]
+            for synonym in groups[number]
+            if synonym not in said
+        )
+        rows += [row] * len(expanded)
+        found += expanded
+    per_text = clean.lists_at(
+        np.array(rows, dtype="int64"), pa.array(found, pa.string()), len(text.dictionary)
     )
-    return per_text.take(pa.array(codes))
+    return per_text.take(text.indices)
 
 
-def _categories(items: pd.DataFrame) -> pa.Array:
+_SYNONYM_SOURCES = ("name", "category", "lake_category")
+
+
+def _categories(items: Batch) -> pa.Array:
     """lake_category then category, without case-insensitive repeats."""
-    lake, category = _text(items, "lake_category"), _text(items, "category")
-    lowered = [_each_distinct(text, str.lower) for text in (lake, category)]
+    lake, category = items.get("lake_category"), items.get("category")
+    lowered = [_each_distinct(text.cast(pa.string()), str.lower) for text in (lake, category)]
     same = pc.fill_null(pc.equal(*lowered), False)
     return _lists_of_rows([lake, pc.if_else(same, _NULL_TEXT, category)], len(items))
 
@@ -397,52 +398,52 @@ def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Ba
     ``now`` is the instant of the price rule (None: each item's push time).
 
     No nested objects: categories, tags and synonyms are lists of strings,
-    everything else a scalar a search engine can filter or rank on.
+    everything else a scalar a search engine can filter or rank on. Every
+    column is an Arrow kernel over the whole batch.
     """
-    rows = items.frame.reset_index(drop=True)
-    price = current_price(rows, now)
-    mrp = pd.to_numeric(rows["mrp"], errors="coerce").astype("float64")
-    on_sale = (price < mrp).fillna(False).astype(bool)
-    pct = ((mrp - price) / mrp * 100).round(1).where(on_sale & (mrp > 0), 0.0)
-    qty = rows["qty"].astype("Int64")
-    in_stock = rows["is_in_stock"].astype("boolean").fillna(qty > 0).fillna(False).astype(bool)
-    description = rows["description"].where(rows["description"].notna(), rows["short_description"])
-    image = first_element(items.lists["images"]).to_pandas().astype(object)
-    frame = pd.DataFrame(
-        {
-            "object_id": rows["object_id"].astype("int64"),
-            "client_item_id": rows["client_item_id"],
-            "product_name": rows["name"],
-            "description": description,
-            "price": price,
-            "mrp": mrp,
-            "on_sale": on_sale,
-            "discount_pct": pct.astype("float64"),
-            "image": image,
-            "inventory": qty,
-            "in_stock": in_stock,
-            "likes": rows["likes"].astype("Int64").fillna(0),
-            "sales": rows["sales"].astype("Int64").fillna(0),
-            "brand": _attribute(rows, "attr_brand"),
-            "colour": _attribute(rows, "attr_colour").fillna(_attribute(rows, "attr_colour_name")),
-            "size": _attribute(rows, "attr_size"),
-            "gender": _attribute(rows, "attr_gender"),
-            "lake_category": rows["lake_category"],
-            "variant_group_id": rows["variant_group_id"],
-            "variant": rows["variant"],
-            "updated_at": rows["updated_at"],
-            "id_block": rows["object_id"].astype("int64") // settings.ID_BLOCK_SIZE,
-            # The item's push time: the replay guard. ``updated_at`` is where the content
-            # last changed, which the upsert keeps when this record changes nothing.
-            "received_at": rows["updated_at"],
-        }
+    price = current_price(items, now)
+    mrp = _number(items, "mrp")
+    on_sale = pc.fill_null(pc.less(price, mrp), False)
+    # numpy's round (half to even, on x * 10), as the records have always been rounded.
+    gap = pc.multiply(pc.divide(pc.subtract(mrp, price), mrp), 100.0)
+    rounded = pa.array(np.round(gap.to_numpy(zero_copy_only=False), 1), pa.float64())
+    cut = pc.and_(on_sale, pc.fill_null(pc.greater(mrp, 0.0), False))
+    qty = items.get("qty", pa.int64()).cast(pa.int64())
+    in_stock = pc.coalesce(
+        items.get("is_in_stock", pa.bool_()), pc.greater(qty, 0), pa.scalar(False)
     )
-    lists = {
-        "categories": _categories(rows),
-        "tags": _tags(rows, on_sale, in_stock),
-        "synonyms": _synonyms(rows, synonyms),
+    object_id = items["object_id"].cast(pa.int64())
+    columns = {
+        "object_id": object_id,
+        "client_item_id": items["client_item_id"],
+        "product_name": items.get("name"),
+        "description": pc.coalesce(items.get("description"), items.get("short_description")),
+        "price": price,
+        "mrp": mrp,
+        "on_sale": on_sale,
+        "discount_pct": pc.if_else(cut, rounded, 0.0),
+        "image": first_element(items["images"]),
+        "inventory": qty,
+        "in_stock": in_stock,
+        "likes": pc.fill_null(items.get("likes", pa.int64()), 0),
+        "sales": pc.fill_null(items.get("sales", pa.int64()), 0),
+        "brand": items.get("attr_brand"),
+        "colour": pc.coalesce(items.get("attr_colour"), items.get("attr_colour_name")),
+        "size": items.get("attr_size"),
+        "gender": items.get("attr_gender"),
+        "lake_category": items.get("lake_category"),
+        "variant_group_id": items.get("variant_group_id"),
+        "variant": items.get("variant"),
+        "updated_at": items["updated_at"],
+        "id_block": pc.divide(object_id, settings.ID_BLOCK_SIZE),
+        # The item's push time: the replay guard. ``updated_at`` is where the content
+        # last changed, which the upsert keeps when this record changes nothing.
+        "received_at": items["updated_at"],
+        "categories": _categories(items),
+        "tags": _tags(items, on_sale, in_stock),
+        "synonyms": _synonyms(items, synonyms),
     }
-    return Batch(frame, lists)
+    return Batch(columns, len(items))
 
 
 __all__ = [
@@ -451,6 +452,5 @@ __all__ = [
     "current_price",
     "derive_records",
     "pack_attributes",
-    "to_arrow",
     "unpack_attributes",
 ]

@@ -164,13 +164,21 @@ def dry_run(catalog: Catalog, pushes: list[Push], checked: Checked | None) -> li
             checked = check_group(parsed, request_ids, _strict_rows(group, sizes))
         if exists:
             items = identified(catalog.keys, checked, request_ids, received_at)
-            known = items.frame["known"].to_numpy(dtype=bool)
-            ids = pd.Series(np.where(known, items.frame["object_id"].astype(object), None))
+            # A dry run gives no new ids: an item new to the lake answers with null.
+            items = items.with_columns(
+                object_id=pc.if_else(
+                    items["known"], items["object_id"], pa.scalar(None, pa.int64())
+                )
+            )
         else:
             kept = checked.client_ids[checked.keep]
-            items = Batch(pd.DataFrame({"client_item_id": kept.to_numpy()}), {})
-            ids = pd.Series([None] * len(kept), dtype=object)
-        items = Batch(items.frame.assign(object_id=ids.astype(object)), items.lists)
+            items = Batch(
+                {
+                    "client_item_id": pa.array(kept.to_numpy(dtype=object), pa.string()),
+                    "object_id": pa.nulls(len(kept), pa.int64()),
+                },
+                len(kept),
+            )
         answers = plan_responses(
             group, checked, items, failures(group, checked), warned(group, checked)
         )
@@ -242,8 +250,8 @@ def _write(
         items, older = _store_items(catalog, checked, request_ids, received_at, metadata)
         if len(items):
             # An item the lake holds newer (a later push, or a delete) keeps its record.
-            won = ~items.frame["client_item_id"].isin(older).to_numpy()
-            known = items.frame["known"].to_numpy(dtype=bool)[won]
+            won = pc.invert(pc.is_in(items["client_item_id"], pa.array(older, pa.string())))
+            known = items["known"].filter(won).to_numpy(zero_copy_only=False)
             records = derive_records(items, None, catalog.synonyms).table(RECORDS).filter(won)
             catalog.lake.upsert_fenced(
                 "records",
@@ -281,7 +289,7 @@ def _store_items(
                     "items",
                     items.table(ITEMS),
                     metadata,
-                    known=items.frame["known"].to_numpy(dtype=bool),
+                    known=items["known"].to_numpy(zero_copy_only=False),
                     fence=catalog.keys.fence,
                 )
             except BaseException:
