@@ -300,3 +300,29 @@ def test_a_push_kept_without_its_decoded_items_digests_as_it_did_with_them():
 
     assert bare.digest() == full.digest()
     assert bare.item(1) == full.items[1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"items": [{"a": 1}], "meta": {}}',  # another top-level key, after
+        '{"meta": {}, "items": [{"a": 1}]}',  # or before
+        '{"items": [{"a": 1}], "items": [{"a": 1}]}',  # "items" twice
+        '{"\\u0069tems": [{"a": 1}]}',  # spelled with an escape
+        '{"items": [{"a": 1}, 5]}',  # an item that is not an object
+        '{"items": []}',
+        '["items"]',
+        '{"items": [{"a": NaN}], "meta": 1}',  # the same when the file holds NaN
+    ],
+)
+def test_a_file_is_split_only_when_items_is_its_one_key_and_every_item_an_object(text):
+    # Anything else is decoded whole, by the path that says exactly what is wrong with it.
+    assert split_items(text.encode(), "feed.json") is None
+
+
+def test_a_file_that_is_items_alone_is_split_whatever_its_spacing():
+    text = ' {"items" : [ {"a": 1} ,{"b": [2]} ] } '
+    assert [bytes(t) for t in split_items(text.encode(), "feed.json")] == [
+        b'{"a": 1}',
+        b'{"b": [2]}',
+    ]

@@ -650,16 +650,25 @@ def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
     return _split_json(data)
 
 
+class _ProductFile(msgspec.Struct, forbid_unknown_fields=True):
+    """A product object file, ``{"items": [...]}``, its items left unparsed."""
+
+    items: list[msgspec.Raw]
+
+
+_PRODUCT_FILE = msgspec.json.Decoder(_ProductFile)
+
+
 def _split_json(data: bytes) -> list[msgspec.Raw] | None:
     """The items of a product object file as msgspec spans; None if msgspec cannot split it."""
     try:
-        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
-        if list(top) != ["items"] or data.count(b'"items"') != 1:
-            return None  # another top-level key, or "items" that may be repeated
-        # Raw spans are views of the file's bytes, joined into batches without a copy each.
-        texts = msgspec.json.decode(top["items"], type=list[msgspec.Raw])
+        # One pass: "items" must be the only key (``forbid_unknown_fields``). Raw spans are
+        # views of the file's bytes, joined into batches without a copy each.
+        texts = _PRODUCT_FILE.decode(data).items
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
+    if data.count(b'"items"') != 1:
+        return None  # "items" that may be repeated: the decoding path says what it holds
     if not texts or not all(memoryview(text)[:1] == b"{" for text in texts):
         return None  # empty, or an item that is not an object: refused by the decoding path
     return texts
