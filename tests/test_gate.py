@@ -10,6 +10,7 @@ push's content digest.
 from __future__ import annotations
 
 import json
+import pickle
 import random
 
 import numpy as np
@@ -326,3 +327,14 @@ def test_a_file_that_is_items_alone_is_split_whatever_its_spacing():
         b'{"a": 1}',
         b'{"b": [2]}',
     ]
+
+
+def test_a_push_cut_from_a_part_travels_to_the_committer_with_its_own_texts_only():
+    texts = [json.dumps(dict(GOOD_ITEM, client_item_id=f"SKU-{n}")).encode() for n in range(50)]
+    cut = parse_texts(texts).sliced(10, 20).received_only()  # what a Dask worker sends back
+    alone = parse_texts(texts[10:20]).received_only()
+
+    shipped = pickle.loads(pickle.dumps(cut))
+    assert list(shipped.item_json) == [text.decode() for text in texts[10:20]]
+    assert shipped.digest() == alone.digest()
+    assert len(pickle.dumps(cut)) < 1.5 * len(pickle.dumps(alone))  # not the part's 50 texts
