@@ -61,18 +61,32 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class Texts(Sequence[str]):
-    """Item texts kept as one Arrow string array; a Python string is made only when asked for.
+    """Item texts kept in Arrow; a Python string is made only for a text asked for.
 
-    The texts split from a feed go to the raw table as that array, and a
-    refusal or a digest reads the few it needs: making a Python string of
+    The texts split from a feed are the raw table's column as they are, and
+    a refusal or a digest reads the few it needs: making a Python string of
     every item held the GIL 0.17 s per 100,000 items, on the thread that
-    reads ahead while the group before is written (issue 29).
+    reads ahead while the group before is written (issue 29). A group's
+    texts are its pushes' arrays side by side (``joined``), never copied
+    into one.
     """
 
     __slots__ = ("array",)
 
-    def __init__(self, array: pa.Array) -> None:
+    def __init__(self, array: pa.Array | pa.ChunkedArray) -> None:
         self.array = array
+
+    @classmethod
+    def joined(cls, parts: list[Texts]) -> Texts:
+        """Several pushes' texts as one sequence, in order, without copying a text."""
+        chunks = [
+            chunk
+            for part in parts
+            for chunk in (
+                part.array.chunks if isinstance(part.array, pa.ChunkedArray) else [part.array]
+            )
+        ]
+        return cls(pa.chunked_array(chunks, pa.string()))
 
     def __len__(self) -> int:
         return len(self.array)
@@ -90,7 +104,7 @@ class Texts(Sequence[str]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Texts):
-            return self.array.equals(other.array)
+            return self.compact().equals(other.compact())
         return isinstance(other, Sequence) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
@@ -98,10 +112,16 @@ class Texts(Sequence[str]):
     def __repr__(self) -> str:
         return f"Texts({len(self)} texts)"
 
+    def compact(self) -> pa.Array:
+        """The texts as one array holding only their own bytes (a copy)."""
+        if isinstance(self.array, pa.ChunkedArray):
+            return self.array.combine_chunks()
+        return pa.concat_arrays([self.array])
+
     def __reduce__(self):
         # A slice pickles its whole parent's buffers (a push cut from a part of 5,000
-        # items would carry all 5,000 to the committer): only the slice travels.
-        return (Texts, (pa.concat_arrays([self.array]),))
+        # items would carry all 5,000 to the committer): only the texts travel.
+        return (Texts, (self.compact(),))
 
 
 @dataclass
@@ -117,9 +137,6 @@ class ParsedPush:
     #: Each item's canonical text (``canonical_json``) where ``parse_split`` wrote it
     #: already; such an item is None in ``items`` until asked for (``item``).
     canonical: list[bytes | None] | None = None
-    #: ``item_json`` as an Arrow array, where the texts were split from a file (the raw
-    #: table's column, with no conversion of a Python string each).
-    item_arrow: pa.Array | None = None
 
     def item(self, row: int) -> Any:
         """Item ``row`` as decoded, decoded again from its text if it was not kept."""
@@ -166,9 +183,6 @@ class ParsedPush:
             cells=self.cells.slice(start, end),
             errors={i - start: e for i, e in self.errors.items() if start <= i < end},
             canonical=None if self.canonical is None else self.canonical[start:end],
-            item_arrow=None
-            if self.item_arrow is None
-            else self.item_arrow.slice(start, end - start),
         )
 
     def received_only(self) -> ParsedPush:
@@ -479,13 +493,12 @@ def parse_split(raw: list[bytes]) -> ParsedPush:
     (``sources.parse_together``), then cut into pushes (``ParsedPush.sliced``).
     """
     series = pl.Series(raw, dtype=pl.Binary).cast(pl.String)
-    item_arrow = series.to_arrow().cast(pa.string())
-    item_json = Texts(item_arrow)
+    item_json = Texts(series.to_arrow().cast(pa.string()))
     vouched, fast, written = gate.read(series, raw)
     exact = np.flatnonzero(~vouched)
     if fast is None:
         parsed = parse_push(_payload(raw))
-        parsed.item_json, parsed.item_arrow = item_json, item_arrow
+        parsed.item_json = item_json
         return parsed
     quick = np.flatnonzero(vouched)
     # The gate wrote the canonical text of each vouched item whose texts need no escape.
@@ -509,7 +522,6 @@ def parse_split(raw: list[bytes]) -> ParsedPush:
             item_json=item_json,
             cells=fast,
             canonical=canonical,
-            item_arrow=item_arrow,
         )
     slow = parse_push(_payload([raw[i] for i in exact]))
     for index, item in zip(exact.tolist(), slow.items, strict=True):
@@ -523,7 +535,6 @@ def parse_split(raw: list[bytes]) -> ParsedPush:
         cells=cells.concat([slow.cells, fast]).take(order),  # type: ignore[list-item]
         errors={int(exact[index]): errs for index, errs in slow.errors.items()},
         canonical=canonical,
-        item_arrow=item_arrow,
     )
 
 
@@ -676,7 +687,7 @@ def combine(parsed: list[ParsedPush]) -> ParsedPush:
         offset += len(one.item_json)
     return ParsedPush(
         items=[item for one in parsed for item in one.items],
-        item_json=Texts(pa.concat_arrays([one.item_json.array for one in parsed]))
+        item_json=Texts.joined([one.item_json for one in parsed])  # type: ignore[misc]
         if all(isinstance(one.item_json, Texts) for one in parsed)
         else [text for one in parsed for text in one.item_json],
         canonical=None
@@ -686,9 +697,6 @@ def combine(parsed: list[ParsedPush]) -> ParsedPush:
         if any(one.cells is None for one in parsed)
         else cells.concat([one.cells for one in parsed]),  # type: ignore[misc]
         errors=errors,
-        item_arrow=None
-        if any(one.item_arrow is None for one in parsed)
-        else pa.concat_arrays([one.item_arrow for one in parsed]),  # type: ignore[misc]
     )
 
 

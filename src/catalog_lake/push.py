@@ -23,7 +23,7 @@ import pyarrow as pa
 from .cells import Cells
 from .errors import PushError
 from .items import typed_items
-from .parse import ParsedPush, parse_push, payload_from_raw
+from .parse import ParsedPush, Texts, parse_push, payload_from_raw
 from .records import Batch
 from .schemas import RAW, REJECTS, WARNINGS
 from .summary import push_response
@@ -263,9 +263,9 @@ def raw_rows(
             "received_at": received,
             "client_item_id": pa.array(client_ids.astype(object), pa.string(), from_pandas=True),
             "passed": pa.array(passed),
-            "item_json": pa.array(parsed.item_json, pa.string())
-            if parsed.item_arrow is None
-            else parsed.item_arrow,
+            "item_json": parsed.item_json.array
+            if isinstance(parsed.item_json, Texts)
+            else pa.array(parsed.item_json, pa.string()),
             "received_date": received.cast(pa.date32()),
             "source": per_item([p.source for p in pushes]),
             "flow_run_id": per_item([p.flow_run_id for p in pushes]),
