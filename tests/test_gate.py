@@ -338,3 +338,17 @@ def test_a_push_cut_from_a_part_travels_to_the_committer_with_its_own_texts_only
     assert list(shipped.item_json) == [text.decode() for text in texts[10:20]]
     assert shipped.digest() == alone.digest()
     assert len(pickle.dumps(cut)) < 1.5 * len(pickle.dumps(alone))  # not the part's 50 texts
+
+
+def test_a_group_of_pushes_reads_its_texts_across_the_pushes_as_one_sequence():
+    from catalog_lake.parse import Texts, combine
+
+    texts = [json.dumps(dict(GOOD_ITEM, client_item_id=f"SKU-{n}")).encode() for n in range(30)]
+    part = parse_texts(texts)
+    group = combine([part.sliced(0, 10), part.sliced(10, 25), part.sliced(25, 30)])
+
+    assert isinstance(group.item_json, Texts)
+    assert list(group.item_json) == [text.decode() for text in texts]
+    assert group.item_json[9] == texts[9].decode() and group.item_json[10] == texts[10].decode()
+    assert list(group.item_json[8:12]) == [text.decode() for text in texts[8:12]]
+    assert pickle.loads(pickle.dumps(group.item_json)) == group.item_json
