@@ -47,6 +47,7 @@ from .blocks import blocks_dataset, blocks_predicate, upserted, with_columns
 from .errors import FenceMoved, LakeError, NoLakeError
 from .schemas import (
     ADDED_COLUMNS,
+    COMPRESSION,
     PARTITIONS,
     PLAIN_COLUMNS,
     RETYPED_COLUMNS,
@@ -692,10 +693,10 @@ def _description(name: str) -> str | None:
 
 @functools.cache
 def _writer_properties(name: str) -> WriterProperties:
-    """How a table's Parquet files are written (``schemas.PLAIN_COLUMNS``).
+    """How a table's Parquet files are written (``schemas.PLAIN_COLUMNS``, ``COMPRESSION``).
 
-    Snappy, as delta-rs writes without properties; given properties, it
-    would otherwise write uncompressed files.
+    The codec is always named: given properties without one, delta-rs would
+    write uncompressed files.
     """
     columns: dict[str, ColumnProperties] = {}
     stats = STATS_COLUMNS.get(name)
@@ -707,7 +708,10 @@ def _writer_properties(name: str) -> WriterProperties:
                 dictionary_enabled=False if plain else None,
                 statistics_enabled="NONE" if unread else None,
             )
-    return WriterProperties(compression="SNAPPY", column_properties=columns or None)
+    codec, level = COMPRESSION.get(name, ("SNAPPY", None))
+    return WriterProperties(
+        compression=codec, compression_level=level, column_properties=columns or None
+    )
 
 
 def _configuration(name: str) -> dict[str, str] | None:
