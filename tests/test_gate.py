@@ -352,3 +352,8 @@ def test_a_group_of_pushes_reads_its_texts_across_the_pushes_as_one_sequence():
     assert group.item_json[9] == texts[9].decode() and group.item_json[10] == texts[10].decode()
     assert list(group.item_json[8:12]) == [text.decode() for text in texts[8:12]]
     assert pickle.loads(pickle.dumps(group.item_json)) == group.item_json
+
+    # A push of a caller's objects (its texts a list) joins a group of split texts alike.
+    pushed = parse_push({"items": [dict(GOOD_ITEM, client_item_id="SKU-api")]})
+    mixed = combine([part.sliced(0, 2), pushed])
+    assert list(mixed.item_json) == [texts[0].decode(), texts[1].decode(), *pushed.item_json]

@@ -76,10 +76,6 @@ _URL = r"https?://[^\s/?#<>\"\x00-\x1f\x7f]+[^\s<>\"\x00-\x1f\x7f]*"
 _DATE_ONLY = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
 
-#: pandas' Arrow-backed text dtype (pandas 3's ``str``, NaN for missing): typed
-#: items keep text in it, so the Delta write never makes a Python string per value.
-TEXT = pd.StringDtype("pyarrow", na_value=np.nan)
-
 _NULL_TEXT = pa.scalar(None, pa.string())
 
 
@@ -468,18 +464,19 @@ def repaired_duration(value: str, *, checked: bool = True) -> str | None:
     return fixed if not checked or durations(pa.array([fixed]))[0][0].is_valid else None
 
 
-def lists_at(positions: np.ndarray, values: np.ndarray | pa.Array, length: int) -> pa.ListArray:
+def lists_at(positions: np.ndarray, values: pa.Array, length: int) -> pa.ListArray:
     """A list<string> column from parallel arrays: each value goes to its row position's list.
 
-    Rows with no value get an empty list, never null. ``values`` already in
-    Arrow are taken as they are: no Python string per value.
+    Rows with no value get an empty list, never null; the values stay Arrow,
+    with no Python string per value.
     """
     order, offsets = grouped_by_row(positions, length)
-    if isinstance(values, pa.Array):
-        strings = values.cast(pa.string()).take(order)
-    else:
-        strings = pa.array(values[order], type=pa.string())
-    return pa.ListArray.from_arrays(offsets, strings)
+    return pa.ListArray.from_arrays(offsets, values.cast(pa.string()).take(order))
+
+
+def empty_lists(length: int) -> pa.ListArray:
+    """A list<string> column of ``length`` empty lists."""
+    return lists_at(np.zeros(0, dtype="int64"), pa.array([], pa.string()), length)
 
 
 def grouped_by_row(positions: np.ndarray, length: int) -> tuple[np.ndarray, pa.Array]:

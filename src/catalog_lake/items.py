@@ -35,7 +35,7 @@ def typed_items(cells: Cells) -> Batch:
             if rule.column in ATTRIBUTE_KEYS:
                 continue  # a string attribute: absent from the map, no column needed
             if rule.rule in ("urls", "list"):
-                out[rule.column] = _empty_lists(n)
+                out[rule.column] = clean.empty_lists(n)
             else:
                 out[rule.column] = pa.nulls(n, ARROW[rule.rule])
                 if rule.rule == "duration":
@@ -95,14 +95,10 @@ def _flags(text: pa.Array, kind: np.ndarray) -> pa.Array:
 def _elements(cells: Cells, name: str, n: int) -> pa.ListArray:
     texts, kinds = cells.elements.get(name, (None, None))
     if texts is None:
-        return _empty_lists(n)
+        return clean.empty_lists(n)
     frame = pl.DataFrame({"row": np.arange(n), "text": texts, "kind": kinds})
     flat = frame.explode(["text", "kind"]).filter(pl.col("kind").is_in(["str", "int", "float"]))
     return clean.lists_at(flat["row"].to_numpy(), flat["text"].to_arrow(), n)
-
-
-def _empty_lists(n: int) -> pa.ListArray:
-    return clean.lists_at(np.zeros(0, dtype="int64"), np.zeros(0, dtype=object), n)
 
 
 def _extras(series: pl.Series | None, n: int) -> pa.Array:

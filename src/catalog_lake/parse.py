@@ -77,15 +77,20 @@ class Texts(Sequence[str]):
         self.array = array
 
     @classmethod
-    def joined(cls, parts: list[Texts]) -> Texts:
-        """Several pushes' texts as one sequence, in order, without copying a text."""
-        chunks = [
-            chunk
-            for part in parts
-            for chunk in (
-                part.array.chunks if isinstance(part.array, pa.ChunkedArray) else [part.array]
-            )
-        ]
+    def joined(cls, parts: list[Texts | list[str]]) -> Texts:
+        """Several pushes' texts as one sequence, in order, without copying a split text.
+
+        A push made of a caller's objects holds its texts as a list: those
+        become an array of their own.
+        """
+        chunks: list[pa.Array] = []
+        for part in parts:
+            if not isinstance(part, Texts):
+                chunks.append(pa.array(part, pa.string()))
+            elif isinstance(part.array, pa.ChunkedArray):
+                chunks.extend(part.array.chunks)
+            else:
+                chunks.append(part.array)
         return cls(pa.chunked_array(chunks, pa.string()))
 
     def __len__(self) -> int:
@@ -687,9 +692,7 @@ def combine(parsed: list[ParsedPush]) -> ParsedPush:
         offset += len(one.item_json)
     return ParsedPush(
         items=[item for one in parsed for item in one.items],
-        item_json=Texts.joined([one.item_json for one in parsed])  # type: ignore[misc]
-        if all(isinstance(one.item_json, Texts) for one in parsed)
-        else [text for one in parsed for text in one.item_json],
+        item_json=Texts.joined([one.item_json for one in parsed]),
         canonical=None
         if all(one.canonical is None for one in parsed)
         else [c for one in parsed for c in (one.canonical or [None] * len(one.item_json))],

@@ -358,7 +358,7 @@ def _synonyms(items: Batch, synonyms: Synonyms) -> pa.Array:
     pattern = synonyms.pattern
     n = len(items)
     if pattern is None or n == 0:
-        return clean.lists_at(np.zeros(0, dtype="int64"), pa.array([], pa.string()), n)
+        return clean.empty_lists(n)
     parts = [pc.fill_null(items.get(c).cast(pa.string()), "") for c in _SYNONYM_SOURCES]
     text = pc.dictionary_encode(pc.binary_join_element_wise(*parts, " | "))
     term_groups, groups = synonyms.term_groups, synonyms.groups

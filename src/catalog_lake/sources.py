@@ -644,7 +644,7 @@ def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
     name = name.lower().removesuffix(".gz")
     if name.endswith((".jsonl", ".ndjson")):
         return _split_lines(data)
-    nan, infinity = _holds([data], b"NaN")[0], _holds([data], b"Infinity")[0]
+    nan, infinity = (held[0] for held in _holding([data]))
     if nan or infinity:
         # Masking keeps every text value valid JSON, so a file it cannot split could not
         # be split unmasked either: one split, not a failed one first.
@@ -700,8 +700,8 @@ def _split_masked(data: bytes, nan: bool, infinity: bool) -> list[bytes] | None:
         start = masked.index(b"{", position)  # only separators lie between two items
         position = start + len(span)
         texts.append(data[start:position])
-    held = _holds(texts, b"NaN") | _holds(texts, b"Infinity")
-    for index in np.flatnonzero(held).tolist():
+    nan_held, infinity_held = _holding(texts)
+    for index in np.flatnonzero(nan_held | infinity_held).tolist():
         try:
             if not isinstance(decode_payload(texts[index]), dict):
                 return None
@@ -710,9 +710,16 @@ def _split_masked(data: bytes, nan: bool, infinity: bool) -> list[bytes] | None:
     return texts
 
 
-def _holds(texts: list[bytes], word: bytes) -> np.ndarray:
-    """Which of ``texts`` hold ``word`` (Polars: a fifth of the time ``bytes.find`` took here)."""
-    return pl.Series(texts, dtype=pl.Binary).bin.contains(word).to_numpy()
+def _holding(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``texts`` hold ``NaN``, and which ``Infinity``.
+
+    Polars' search took a fifth of the time ``bytes.find`` did here.
+    """
+    series = pl.Series(texts, dtype=pl.Binary)
+    return (
+        series.bin.contains(b"NaN").to_numpy(),
+        series.bin.contains(b"Infinity").to_numpy(),
+    )
 
 
 #: Splits JSON Lines into each line's value, unparsed, as views of the file's bytes.
