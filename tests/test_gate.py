@@ -116,6 +116,23 @@ def test_each_hostile_item_is_judged_alike_alone_and_among_clean_items():
     ]
 
 
+def test_an_item_reads_alike_whatever_attributes_the_rest_of_its_batch_names():
+    """Polars is asked only for the attributes a batch names (``gate._schema``).
+
+    An item naming an attribute no other item names, one naming none, and one
+    whose attributes are a text are each read alone, and among the others,
+    exactly as the exact path reads them.
+    """
+    rare = dict(GOOD_ITEM, client_item_id="rare")
+    rare["attributes"] = dict(GOOD_ITEM["attributes"], scent="rose", model_year=2020)
+    bare = {k: v for k, v in GOOD_ITEM.items() if k != "attributes"} | {"client_item_id": "bare"}
+    texts = [json.dumps(rare), json.dumps(bare), json.dumps(dict(GOOD_ITEM, attributes="x"))]
+    alone = [both_paths([text])[0] for text in texts]
+    assert alone == [True, True, False]  # a text for the attributes object: the exact path
+    assert both_paths(texts).tolist() == alone
+    assert both_paths(texts[1:]).tolist() == alone[1:]  # no item names an attribute
+
+
 # --- a property: clean and hostile items, spelled every way JSON allows ------------------
 
 #: Values a field may be sent as, as JSON text: the kinds the gate must place or refuse.
@@ -309,6 +326,7 @@ def test_a_push_kept_without_its_decoded_items_digests_as_it_did_with_them():
         '{"items": [{"a": 1}], "meta": {}}',  # another top-level key, after
         '{"meta": {}, "items": [{"a": 1}]}',  # or before
         '{"items": [{"a": 1}], "items": [{"a": 1}]}',  # "items" twice
+        '{"items": [{"a": 1}], "items": [], "items": [{"a": 1}]}',  # or three times
         '{"\\u0069tems": [{"a": 1}]}',  # spelled with an escape
         '{"items": [{"a": 1}, 5]}',  # an item that is not an object
         '{"items": []}',

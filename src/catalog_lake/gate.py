@@ -78,6 +78,28 @@ SCHEMA: dict[str, pl.DataType] = {
     for container in CONTAINERS
 }
 
+#: The attributes Polars is asked for are only those a batch's texts name: it builds a
+#: struct value by value, each with a copy of its fields, and the struct of all 120
+#: attributes was two thirds of the read (45 of 61 ms for 5,000 items; 15 ms with the 21
+#: a feed uses). Every key a vouched text holds is spelled ``"key":``, so a text naming an
+#: attribute is found by one Aho-Corasick pass over the batch.
+_ATTRIBUTES = dict(SCHEMA["attributes"].to_schema())  # type: ignore[attr-defined]
+_ATTRIBUTE_KEYS = [f'"{name}":' for name in _ATTRIBUTES]
+
+
+def _schema(texts: pl.Series) -> dict[str, pl.DataType]:
+    """``SCHEMA`` with only the attributes some text names (a superset of those read).
+
+    Asking for fewer fields changes no value read: each item's attributes are
+    all among them, whatever else the batch holds.
+    """
+    named = texts.str.extract_many(_ATTRIBUTE_KEYS, overlapping=True).explode().drop_nulls()
+    used = {key[1:-2] for key in named.unique().to_list()} or {next(iter(_ATTRIBUTES))}
+    return SCHEMA | {
+        "attributes": pl.Struct({k: v for k, v in _ATTRIBUTES.items() if k in used})
+    }
+
+
 #: Texts the gate never reads, each found by a literal-led pattern (one regex of them all
 #: is four times slower): an escaped quote (the counts below take every ``"`` for a
 #: delimiter), an escaped surrogate (lone ones are refused by the exact path), NaN and
@@ -130,11 +152,7 @@ def read(
     else:
         ndjson = b"\n".join(raw if len(rows) == n else [raw[i] for i in rows.tolist()])
     try:
-        frame = pl.read_ndjson(
-            io.BytesIO(ndjson),
-            schema=SCHEMA,
-            ignore_errors=True,
-        )
+        frame = pl.read_ndjson(io.BytesIO(ndjson), schema=_schema(chosen), ignore_errors=True)
     except Exception:  # noqa: BLE001 - whatever Polars refuses, the exact path reads
         return np.zeros(n, bool), None, None
     if frame.height != len(rows):
@@ -143,6 +161,8 @@ def read(
     frame = pl.concat(  # struct.field is ten times slower than unnest
         [frame.unnest(CONTAINERS, separator="."), containers], how="horizontal"
     )
+    unnamed = [f for f in RULES_BY_SOURCE if f not in frame.columns]  # attributes no item named
+    frame = frame.with_columns(pl.lit(None, pl.String).alias(f) for f in unnamed)
     ok, kinds = _judged(chosen, frame)
     keep = np.flatnonzero(ok)
     vouched = np.zeros(n, bool)
