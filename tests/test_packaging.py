@@ -60,3 +60,13 @@ def test_a_wheel_runs_an_ingest_away_from_the_checkout(tmp_path):
     assert ran.returncode == 0, ran.stderr
     synonyms = json.loads(ran.stdout)
     assert any(synonyms), synonyms  # the packaged list was found and used
+
+
+def test_the_command_line_starts_without_the_libraries_only_some_commands_need():
+    """pandera (0.15-0.25 s to import) and sqlglot load when a push is checked or a
+    filter read, not for ``catalog-lake --help``, ``search`` or ``status``."""
+    code = "import sys, catalog_lake.cli; print(sorted({'pandera', 'sqlglot'} & set(sys.modules)))"
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert shown.strip() == "[]"

@@ -47,6 +47,7 @@ from .summary import (
     warned_count,
     warning_codes,
 )
+from .validate import cell_schemas
 from .workers import CheckedFiles, checked_in_order, dask_client
 
 _log = logging.getLogger(__name__)
@@ -168,6 +169,7 @@ def _push_files(
         # their time in Polars, Arrow and delta-rs, which release the GIL (issue 29).
         with ThreadPoolExecutor(1, thread_name_prefix="catalog-lake-read") as reader:
             pending = reader.submit(writer.read_group, pushes, group_items)
+            cell_schemas()  # pandera is imported while the first group is read, not before
             while True:
                 # The collector waits until the group is written and its items freed.
                 with collector_paused(collect=True):

@@ -95,9 +95,7 @@ def _schema(texts: pl.Series) -> dict[str, pl.DataType]:
     """
     named = texts.str.extract_many(_ATTRIBUTE_KEYS, overlapping=True).explode().drop_nulls()
     used = {key[1:-2] for key in named.unique().to_list()} or {next(iter(_ATTRIBUTES))}
-    return SCHEMA | {
-        "attributes": pl.Struct({k: v for k, v in _ATTRIBUTES.items() if k in used})
-    }
+    return SCHEMA | {"attributes": pl.Struct({k: v for k, v in _ATTRIBUTES.items() if k in used})}
 
 
 #: Texts the gate never reads, each found by a literal-led pattern (one regex of them all

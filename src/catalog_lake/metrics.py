@@ -6,11 +6,11 @@ unknown ``client_item_id`` is reported, never invented.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import pandera.pandas as pa
 import pyarrow as pa_
 import pyarrow.compute as pc
 
@@ -21,23 +21,29 @@ from .lake import STORE_ERRORS, first_line
 if TYPE_CHECKING:  # the facade uses these modules; they only take one
     from .catalog import Catalog
 
-METRICS_SCHEMA = pa.DataFrameSchema(
-    {
-        # Each check carries the words a user reads (``error=``): its failure is
-        # reported as that, never as pandera's name for it.
-        "client_item_id": pa.Column(
-            str, nullable=False, checks=pa.Check.str_length(min_value=1, error="is blank")
-        ),
-        "likes": pa.Column(
-            "Int64", nullable=True, checks=pa.Check.ge(0, error="is negative"), required=False
-        ),
-        "sales": pa.Column(
-            "Int64", nullable=True, checks=pa.Check.ge(0, error="is negative"), required=False
-        ),
-    },
-    strict="filter",
-    coerce=True,
-)
+
+@cache
+def metrics_schema() -> Any:
+    """The metrics file's pandera schema, built on first use (pandera is slow to import)."""
+    import pandera.pandas as pa
+
+    return pa.DataFrameSchema(
+        {
+            # Each check carries the words a user reads (``error=``): its failure is
+            # reported as that, never as pandera's name for it.
+            "client_item_id": pa.Column(
+                str, nullable=False, checks=pa.Check.str_length(min_value=1, error="is blank")
+            ),
+            "likes": pa.Column(
+                "Int64", nullable=True, checks=pa.Check.ge(0, error="is negative"), required=False
+            ),
+            "sales": pa.Column(
+                "Int64", nullable=True, checks=pa.Check.ge(0, error="is negative"), required=False
+            ),
+        },
+        strict="filter",
+        coerce=True,
+    )
 
 
 def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
@@ -75,9 +81,12 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
                     f"{column}: {value!r} is more than {settings.MAX_COUNT:,}"
                 )
             frame[column] = numbers.where(given & whole & ~too_big, None)
+    from pandera.errors import SchemaErrors
+
+    schema = metrics_schema()
     try:
-        METRICS_SCHEMA.validate(frame, lazy=True)
-    except pa.errors.SchemaErrors as exc:
+        schema.validate(frame, lazy=True)
+    except SchemaErrors as exc:
         for case in exc.failure_cases.dropna(subset=["index"]).itertuples(index=False):
             check = "is missing" if case.check == "not_nullable" else str(case.check)
             if check.startswith(("coerce_dtype", "dtype")):  # pandera's words for a type
@@ -86,7 +95,7 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
                 )
             shown = "" if pd.isna(case.failure_case) else f" ({case.failure_case!r})"
             bad.setdefault(int(case.index), []).append(f"{case.column}: {check}{shown}")
-    frame = METRICS_SCHEMA.validate(frame.drop(index=list(bad)), lazy=False)
+    frame = schema.validate(frame.drop(index=list(bad)), lazy=False)
     # Rows are numbered as a spreadsheet shows them: the header is row 1.
     invalid = [{"row": i + 2, "errors": errs} for i, errs in sorted(bad.items())]
     return frame, invalid

@@ -28,7 +28,6 @@ from typing import Any, BinaryIO
 
 import msgspec
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
 from . import settings

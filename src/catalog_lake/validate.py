@@ -4,7 +4,7 @@ Validation is one pass over whole columns: each rule of ``rules.RULES`` is a
 handful of Arrow and Polars expressions over the field's text and JSON kind
 (``cells.Cells``), and only the items that fail are visited one by one, to
 say why in words. pandera's Polars backend checks the shape of the cells
-themselves (``CELLS``) before any rule runs. One pass collects every problem
+themselves (``cell_schemas``) before any rule runs. One pass collects every problem
 of every item, in the order of the rule table.
 
 A problem with a field of severity ``error`` refuses the item. One with a
@@ -16,12 +16,11 @@ Strict items (``strict=True``) are refused for either.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pandera.polars as pa
 import polars as pl
 import pyarrow as arrow
 import pyarrow.compute as pc
@@ -46,13 +45,25 @@ from .rules import (
     shown,
 )
 
-#: The shape every push's cells have, whatever path made them: text columns of
-#: strings and kind columns of the JSON kinds (``cells.from_frame`` gives the
-#: required fields a column even when no item sends them).
-CELLS_TEXT = pa.DataFrameSchema(
-    {r".*": pa.Column(pl.String, nullable=True, regex=True, required=False)}
-)
-CELLS_KIND = pa.DataFrameSchema({r".*": pa.Column(KIND, nullable=True, regex=True, required=False)})
+
+@cache
+def cell_schemas() -> tuple[Any, Any]:
+    """The shape every push's cells have, whatever path made them, as pandera schemas.
+
+    Text columns of strings, and kind columns of the JSON kinds
+    (``cells.from_frame`` gives the required fields a column even when no item
+    sends them). Built on first use: importing pandera takes 0.15-0.25 s, which
+    an ingest spends while its first group is read (``feeds._push_files``),
+    not before it can start reading.
+    """
+    import pandera.polars as pa
+
+    return (
+        pa.DataFrameSchema(
+            {r".*": pa.Column(pl.String, nullable=True, regex=True, required=False)}
+        ),
+        pa.DataFrameSchema({r".*": pa.Column(KIND, nullable=True, regex=True, required=False)}),
+    )
 
 
 @dataclass
@@ -91,8 +102,9 @@ def validate(
     warning too, and repairs nothing.
     """
     cells = parsed.cells
-    CELLS_TEXT.validate(cells.text)
-    CELLS_KIND.validate(cells.kind)
+    text_schema, kind_schema = cell_schemas()
+    text_schema.validate(cells.text)
+    kind_schema.validate(cells.kind)
     cleaned = prepare(cells)
     if cleaned.codes is not None:  # shared with the parsed cells: warnings edit them
         cleaned.codes = {name: kinds.copy() for name, kinds in cleaned.codes.items()}
