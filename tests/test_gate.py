@@ -13,6 +13,7 @@ import json
 import pickle
 import random
 
+import msgspec
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -21,7 +22,7 @@ from bench import synth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catalog_lake import gate
+from catalog_lake import gate, sources
 from catalog_lake.errors import PushError
 from catalog_lake.parse import ParsedPush, canonical_json, decode_payload, parse_push, parse_texts
 from catalog_lake.push import check_group
@@ -337,6 +338,14 @@ def test_a_push_kept_without_its_decoded_items_digests_as_it_did_with_them():
 def test_a_file_is_split_only_when_items_is_its_one_key_and_every_item_an_object(text):
     # Anything else is decoded whole, by the path that says exactly what is wrong with it.
     assert split_items(text.encode(), "feed.json") is None
+
+
+def test_a_span_is_placed_in_its_file_only_when_it_is_a_view_of_it():
+    # The repeated-"items" check searches only outside the items kept, found by address.
+    data = b'{"items": [{"a": 1}, {"b": 2}]}'
+    spans = split_items(data, "feed.json")
+    assert [sources._offset(span, data) for span in spans] == [11, 21]
+    assert sources._offset(msgspec.Raw(b'{"a": 1}'), data) is None  # a copy: the whole file
 
 
 def test_a_file_that_is_items_alone_is_split_whatever_its_spacing():

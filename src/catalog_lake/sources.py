@@ -21,6 +21,7 @@ import sys
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,7 +189,8 @@ def discover(
         candidates = sorted(root.glob(pattern))
     else:
         raise CatalogLakeError(f"source {str(source)!r} is not a file or folder")
-    found, refused, passed_over = [], [], {}
+    found: list[tuple[str, Path]] = []
+    refused, passed_over = [], {}
     for candidate in candidates:
         relative = (
             candidate.relative_to(root).as_posix()
@@ -214,8 +216,15 @@ def discover(
         if not real.is_file():
             passed_over[relative] = SKIP_FOLDER if real.is_dir() else SKIP_SPECIAL
             continue
-        found.append(FeedFile(str(root), relative, _sha256(real), real.stat().st_size))
-    return found, refused, passed_over
+        found.append((relative, real))
+    # hashlib lets go of the GIL while it hashes: the files are hashed side by side.
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as hashing:
+        checksums = list(hashing.map(_sha256, [real for _, real in found]))
+    files = [
+        FeedFile(str(root), relative, checksum, real.stat().st_size)
+        for (relative, real), checksum in zip(found, checksums, strict=True)
+    ]
+    return files, refused, passed_over
 
 
 def _discover_remote(
@@ -684,27 +693,33 @@ def _split_json(data: bytes) -> list[msgspec.Raw] | None:
     if not texts or not all(memoryview(text)[:1] == b"{" for text in texts):
         return None  # empty, or an item that is not an object: refused by the decoding path
     # msgspec keeps the last of two "items": any other lies before the items kept, or after.
-    first, last = _offset(texts[0], data), _offset(texts[-1], data) + len(texts[-1])
-    if data.count(b'"items"', 0, first) + data.count(b'"items"', last) != 1:
+    # Only those bytes are searched (the whole file cost 0.7 ms a megabyte).
+    first, last = _offset(texts[0], data), _offset(texts[-1], data)
+    if first is None or last is None:
+        found = data.count(b'"items"')
+    else:
+        found = data.count(b'"items"', 0, first) + data.count(b'"items"', last + len(texts[-1]))
+    if found != 1:
         return None  # "items" that may be repeated: the decoding path says what it holds
     return texts
 
 
-def _offset(span: msgspec.Raw, data: bytes) -> int:
-    """Where a msgspec span starts in the bytes it was decoded from: it is a view of them."""
+def _offset(span: msgspec.Raw, data: bytes) -> int | None:
+    """Where a msgspec span starts in the bytes it was decoded from; None if it is a copy.
+
+    Decoded from bytes, a ``msgspec.Raw`` is a view of them, so its place is
+    the difference of the two addresses.
+    """
     at = np.frombuffer(span, np.uint8).ctypes.data - np.frombuffer(data, np.uint8).ctypes.data
-    if not 0 <= at <= len(data) - len(span):
-        raise AssertionError("a msgspec span that is not a view of its input")
-    return at
+    return at if 0 <= at <= len(data) - len(span) else None
 
 
 def _split_masked(data: bytes, nan: list[int], infinity: list[int]) -> list[bytes] | None:
     """The items of a file holding NaN or Infinity, split by msgspec all the same.
 
     Each ``NaN`` becomes ``0.0`` and each ``Infinity`` ``1.000000``, the same
-    length, so every item
-    keeps its place (``nan`` and ``infinity``: where each word starts); its
-    text is then taken from the file as sent. Replacing
+    length, so every item keeps its place (``nan`` and ``infinity``: where
+    each word starts); its text is then taken from the file as sent. Replacing
     inside a text value changes nothing of where items start and end. A
     replaced word outside a text may have made broken JSON whole (``NaN1``
     reads as ``0.01``), so every item that holds one must also be one JSON
@@ -720,6 +735,8 @@ def _split_masked(data: bytes, nan: list[int], infinity: list[int]) -> list[byte
     texts: list[bytes] = []
     starts: list[int] = []
     position = _offset(spans[0], masked)
+    if position is None:
+        position = masked.index(bytes(spans[0]))  # the first item, past the "items" key
     for span in spans:
         start = masked.index(b"{", position)  # only separators lie between two items
         position = start + len(span)
