@@ -693,7 +693,7 @@ def _split_json(data: bytes) -> list[msgspec.Raw] | None:
     if not texts or not all(memoryview(text)[:1] == b"{" for text in texts):
         return None  # empty, or an item that is not an object: refused by the decoding path
     # msgspec keeps the last of two "items": any other lies before the items kept, or after.
-    # Only those bytes are searched (the whole file cost 0.7 ms a megabyte).
+    # Only those bytes are searched (the whole file cost 0.7 ms a file of 1.3 MB).
     first, last = _offset(texts[0], data), _offset(texts[-1], data)
     if first is None or last is None:
         found = data.count(b'"items"')

@@ -52,9 +52,9 @@ def cell_schemas() -> tuple[Any, Any]:
 
     Text columns of strings, and kind columns of the JSON kinds
     (``cells.from_frame`` gives the required fields a column even when no item
-    sends them). Built on first use: importing pandera takes 0.15-0.25 s, which
-    an ingest spends while its first group is read (``feeds._push_files``),
-    not before it can start reading.
+    sends them). Built on first use, so that a command that checks nothing
+    (``search``, ``status``) does not import pandera (0.15-0.25 s); an ingest
+    imports it while its first group is read (``feeds._push_files``).
     """
     import pandera.polars as pa
 
