@@ -92,7 +92,10 @@ def _schema(texts: pl.Series) -> dict[str, pl.DataType]:
     """``SCHEMA`` with only the attributes some text names (a superset of those read).
 
     Asking for fewer fields changes no value read: each item's attributes are
-    all among them, whatever else the batch holds.
+    all among them, whatever else the batch holds. A key spelled with an
+    escape (``"br\\u0061nd":``) is not found by its name: when no other text
+    names it, its item holds a key Polars did not read, fails the key count and
+    takes the exact path, which answers alike.
     """
     named = texts.str.extract_many(_ATTRIBUTE_KEYS, overlapping=True).explode().drop_nulls()
     # A struct needs a field: with no attribute named, the first (which no item holds).
