@@ -89,11 +89,11 @@ _ATTRIBUTE_KEYS = [f'"{name}":' for name in _ATTRIBUTES]
 
 
 def _schema(texts: pl.Series) -> dict[str, pl.DataType]:
-    """``SCHEMA`` with only the attributes some text names (a superset of those read).
+    r"""``SCHEMA`` with only the attributes some text names (a superset of those read).
 
     Asking for fewer fields changes no value read: each item's attributes are
     all among them, whatever else the batch holds. A key spelled with an
-    escape (``"br\\u0061nd":``) is not found by its name: when no other text
+    escape (``"br\u0061nd":``) is not found by its name: when no other text
     names it, its item holds a key Polars did not read, fails the key count and
     takes the exact path, which answers alike.
     """
