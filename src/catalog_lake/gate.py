@@ -89,13 +89,11 @@ _ATTRIBUTE_KEYS = [f'"{name}":' for name in _ATTRIBUTES]
 
 
 def _schema(texts: pl.Series) -> dict[str, pl.DataType]:
-    r"""``SCHEMA`` with only the attributes some text names (a superset of those read).
+    """``SCHEMA`` with only the attributes some text names (a superset of those read).
 
     Asking for fewer fields changes no value read: each item's attributes are
-    all among them, whatever else the batch holds. A key spelled with an
-    escape (``"br\u0061nd":``) is not found by its name: when no other text
-    names it, its item holds a key Polars did not read, fails the key count and
-    takes the exact path, which answers alike.
+    all among them, whatever else the batch holds (a key spelled with an
+    escape never gets here: ``_EXACT_ONLY``).
     """
     named = texts.str.extract_many(_ATTRIBUTE_KEYS, overlapping=True).explode().drop_nulls()
     # A struct needs a field: with no attribute named, the first (which no item holds).
@@ -106,14 +104,17 @@ def _schema(texts: pl.Series) -> dict[str, pl.DataType]:
 #: Texts the gate never reads, each found by a literal-led pattern (one regex of them all
 #: is four times slower): an escaped quote (the counts below take every ``"`` for a
 #: delimiter), an escaped surrogate (lone ones are refused by the exact path), NaN and
-#: Infinity, an exponent (Polars refuses a whole batch over ``1e400``), and white space
-#: before a colon (so that every key ends in ``":``).
+#: Infinity, an exponent (Polars refuses a whole batch over ``1e400``), white space
+#: before a colon (so that every key ends in ``":``), and an escape in a key (so that
+#: every key is spelled as its name, which ``_schema`` looks for; a key's closing quote is
+#: the only one a colon follows).
 _EXACT_ONLY = (
     ('\\"', True),
     (r"\\u[dD][89a-fA-F]", False),
     ("NaN|Infinity", False),
     (r"[0-9][eE][-+]?[0-9]", False),
     (r"[ \t\r\n]:", False),
+    (r'\\[^"]*":', False),
 )
 #: A key and the start of its value, for every value that is not text. Every key of the
 #: spec is spelled with these characters; a key that is not is outside the spec, and its
