@@ -263,9 +263,7 @@ def raw_rows(
             "received_at": received,
             "client_item_id": pa.array(client_ids.astype(object), pa.string(), from_pandas=True),
             "passed": pa.array(passed),
-            "item_json": parsed.item_json.array
-            if isinstance(parsed.item_json, Texts)
-            else pa.array(parsed.item_json, pa.string()),
+            "item_json": Texts.joined([parsed.item_json]).array,
             "received_date": received.cast(pa.date32()),
             "source": per_item([p.source for p in pushes]),
             "flow_run_id": per_item([p.flow_run_id for p in pushes]),
