@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -93,3 +94,23 @@ def test_the_command_line_exits_without_collecting_what_the_libraries_made_at_im
     library = "import gc, catalog_lake.catalog; print(gc.get_freeze_count())"
     kept = subprocess.run([sys.executable, "-c", library], capture_output=True, text=True)
     assert kept.stdout.strip() == "0"
+
+
+def test_polars_keeps_freed_memory_for_the_next_group_unless_the_caller_chose():
+    """Polars appends ``_RJEM_MALLOC_CONF`` to its own allocator settings (half a second
+    before freed memory goes back); importing the package sets jemalloc's 10 s first, so
+    it is the setting that counts, and a caller's own value is left as it is."""
+    from catalog_lake.settings import POLARS_MALLOC_CONF
+
+    code = "import os, catalog_lake, polars; print(os.environ['_RJEM_MALLOC_CONF'])"
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    ours = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert ours.stdout.strip().endswith("," + POLARS_MALLOC_CONF), ours.stderr
+    theirs = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "_RJEM_MALLOC_CONF": "dirty_decay_ms:0"},
+        capture_output=True,
+        text=True,
+    )
+    assert theirs.stdout.strip().endswith(",dirty_decay_ms:0"), theirs.stderr
+    assert POLARS_MALLOC_CONF not in theirs.stdout

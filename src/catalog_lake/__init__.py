@@ -1,5 +1,7 @@
 """catalog-lake: product feeds in, validated flat search records out, on Delta Lake."""
 
+# First: settings sets Polars' allocator before anything imports Polars (POLARS_MALLOC_CONF).
+from . import settings  # noqa: F401, I001
 from .catalog import Catalog
 from .check import check
 from .errors import (

@@ -10,6 +10,17 @@ import hashlib
 import os
 from pathlib import Path
 
+#: Polars' allocator (a jemalloc of its own) gives freed memory back to the system after
+#: half a second. An ingest frees a group's worth and takes as much again about every
+#: second, so it paid for every group in page faults: a tenth of its CPU. With jemalloc's
+#: own default, 10 s, a group reuses the last one's pages, and what a run frees still goes
+#: back within seconds (docs/performance.md, "Issue 29, sixth round"). Polars appends
+#: ``_RJEM_MALLOC_CONF`` to its own settings when it is imported: so this is set on
+#: importing the package (``catalog_lake/__init__.py`` imports this module first), and
+#: never over the caller's own value. Spawned processes (Dask workers) inherit it.
+POLARS_MALLOC_CONF = "dirty_decay_ms:10000,muzzy_decay_ms:0"
+os.environ.setdefault("_RJEM_MALLOC_CONF", POLARS_MALLOC_CONF)
+
 #: Environment variable that names the lake when none is given.
 LAKE_ENV = "CATALOG_LAKE_URI"
 #: Lake used when neither an argument nor the environment names one.
