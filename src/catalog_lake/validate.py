@@ -53,17 +53,23 @@ def cell_schemas() -> tuple[Any, Any]:
     Text columns of strings, and kind columns of the JSON kinds
     (``cells.from_frame`` gives the required fields a column even when no item
     sends them). Built on first use, so that a command that checks nothing
-    (``search``, ``status``) does not import pandera (0.15-0.25 s); an ingest
-    imports it while its first group is read (``feeds._push_files``).
+    (``search``, ``export``) does not import pandera (0.15-0.25 s); an ingest
+    imports it while its first group is read (``feeds._push_files``). pandera
+    registers its Polars backends, and imports their checks, on a schema's
+    first ``validate`` (0.1 s): an empty frame is validated here, so that
+    this too is done before the first group, not during it.
     """
     import pandera.polars as pa
 
-    return (
+    schemas = (
         pa.DataFrameSchema(
             {r".*": pa.Column(pl.String, nullable=True, regex=True, required=False)}
         ),
         pa.DataFrameSchema({r".*": pa.Column(KIND, nullable=True, regex=True, required=False)}),
     )
+    for schema in schemas:
+        schema.validate(pl.DataFrame())
+    return schemas
 
 
 @dataclass
