@@ -826,15 +826,15 @@ def main() -> None:
     """Console-script entry point.
 
     The command's work is done when ``app`` returns or exits, but the
-    interpreter then runs full garbage collections over every object the
-    libraries made at import (pandas, Polars, pyarrow: about 130,000 after
-    an ingest). They cost 0.2-0.3 s of every command's exit and free
+    interpreter then runs full garbage collections over every object alive,
+    most of them made by importing pandas, Polars and pyarrow (about 130,000
+    after an ingest). They cost 0.2-0.4 s of every command's exit and free
     nothing that the process's end does not (Python does not promise to
     finalize what is still alive at exit, and the commands close what they
     open): so those objects are frozen first (``gc.freeze``), and the
-    collections pass them by. Only the
-    console script does this, never the library: a long-lived process that
-    calls ``Catalog`` keeps its collector whole.
+    collections pass them by. Only the console script does this, never the
+    library: a long-lived process that calls ``Catalog`` keeps its collector
+    whole.
     """
     try:
         app()
