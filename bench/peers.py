@@ -101,33 +101,21 @@ def _dlt_peer(feed: str, out: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - started, "rows": rows, "rss_mb": _peak_rss_mb()}
 
 
-def _catalog_lake(feed: str, out: str) -> dict[str, Any]:
+def _catalog_lake(feed: str, out: str, src: str | None = None) -> dict[str, Any]:
     """``catalog-lake ingest`` as a user runs it: the console script, pushes of 1,000 items.
 
     Its ``main`` runs in this spawned process with the command line a user
     would type (``--json``, output kept for the row count), so what the
     console script does at start and at exit counts, as it does for a user.
+    ``src``: another checkout's ``src`` folder, put first on the path (the
+    before row of a before-and-after pair from one run).
     """
-    return _console_script(feed, out)
-
-
-def _catalog_lake_at(src: str, feed: str, out: str) -> dict[str, Any]:
-    """The same command from another checkout (its ``src`` folder first on the path).
-
-    For a before-and-after pair from one run, timed as the row above is.
-    """
-    import sys
-
-    sys.path.insert(0, src)
-    return _console_script(feed, out, src)
-
-
-def _console_script(feed: str, out: str, src: str | None = None) -> dict[str, Any]:
-    """Run ``catalog_lake.cli.main`` on an ingest's command line; its output stays in buffers."""
     import contextlib
     import io
     import sys
 
+    if src is not None:
+        sys.path.insert(0, src)
     from catalog_lake.cli import main
 
     if src is not None:
@@ -177,7 +165,7 @@ def run(
     peers = {name: f for name, f in PEERS.items() if f is not _dlt_peer or has_dlt()}
     if before is not None:
         peers[f"catalog-lake ingest, before ({before})"] = functools.partial(
-            _catalog_lake_at, str(before.resolve())
+            _catalog_lake, src=str(before.resolve())
         )
     load_before = os.getloadavg()
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in peers}

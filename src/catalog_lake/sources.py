@@ -734,6 +734,7 @@ def _split_masked(data: bytes, nan: list[int], infinity: list[int]) -> list[byte
         return None
     texts: list[bytes] = []
     starts: list[int] = []
+    ends: list[int] = []
     position = _offset(spans[0], masked)
     if position is None:
         position = masked.index(bytes(spans[0]))  # the first item, past the "items" key
@@ -742,10 +743,11 @@ def _split_masked(data: bytes, nan: list[int], infinity: list[int]) -> list[byte
         position = start + len(span)
         texts.append(data[start:position])
         starts.append(start)
-    ends = np.array([start + len(text) for start, text in zip(starts, texts, strict=True)])
+        ends.append(position)
     places = np.array(nan + infinity, np.int64)
     held = np.searchsorted(np.array(starts), places, side="right") - 1  # the item each word lies in
-    for index in np.unique(held[(held >= 0) & (places < ends[held])]).tolist():
+    inside = (held >= 0) & (places < np.array(ends)[np.maximum(held, 0)])
+    for index in np.unique(held[inside]).tolist():
         try:
             if not isinstance(decode_payload(texts[index]), dict):
                 return None
