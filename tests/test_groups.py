@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pandas as pd
 import pytest
@@ -140,6 +141,50 @@ def test_feed_files_are_grouped_into_shared_commits_but_answered_per_file(catalo
     files = catalog.lake.read("files").to_pandas().set_index("path")
     assert files.loc["f3.json", "items"] == 2
     assert len(files.loc["f3.json", "request_ids"]) == 2
+
+
+def test_each_group_is_checked_ahead_and_committed_on_its_own_thread_without_its_cells(
+    tmp_path, clock, monkeypatch
+):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for number in range(6):
+        _feed(folder, f"f{number}.json", f"k{number}a", f"k{number}b", "shared")
+    (folder / "f6.json").write_text(
+        json.dumps({"items": [make_item(client_item_id="bad", name="")]})
+    )
+    commits = []
+    push_many = Catalog.push_many
+
+    def watched(self, requests, **options):
+        commits.append(
+            (
+                threading.current_thread().name,
+                options["checked"] is not None,
+                {request.payload.cells is None for request in requests},
+            )
+        )
+        return push_many(self, requests, **options)
+
+    monkeypatch.setattr(Catalog, "push_many", watched)
+    piped = ingest(Catalog(tmp_path / "piped", clock=clock), folder, group_items=4)
+    monkeypatch.undo()
+    whole = ingest(Catalog(tmp_path / "whole", clock=clock), folder, group_items=1_000)
+
+    assert len(commits) == 4  # 19 items in groups of about 4
+    assert all(name.startswith("catalog-lake-commit") for name, _, _ in commits)
+    assert all(checked and cells == {True} for _, checked, cells in commits)
+    assert piped["totals"] == whole["totals"] == {
+        "received": 19, "success": 18, "failed": 1, "warned": 0, "already_stored": 0,
+    }  # fmt: skip
+    stored = [
+        Catalog(tmp_path / lake).records().drop(columns=["received_at", "updated_at"])
+        for lake in ("piped", "whole")
+    ]
+    pd.testing.assert_frame_equal(stored[0], stored[1])
+    answered = [[_comparable(batch) for batch in summary["batches"]] for summary in (piped, whole)]
+    assert answered[0] == answered[1]
+    assert answered[0][-1]["catalog_push_failed_items"][0]["client_item_id"] == "bad"
 
 
 def test_a_lake_failure_marks_every_file_of_its_group_and_a_rerun_finishes(tmp_path, clock):

@@ -13,7 +13,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,7 +22,7 @@ from .deletes import Refresh
 from .deletes import refresh as refresh_catalog
 from .errors import LakeError, PushError
 from .lake import LAKE_ERRORS, first_line
-from .push import Checked, PushRequest
+from .push import Checked, PushRequest, check_requests
 from .runs import Plan, plan, record_files, record_run
 from .sources import (
     DEFAULT_PATTERN,
@@ -88,9 +88,9 @@ def ingest_files(
     response, ``pushes`` row). Batches of consecutive files are written
     together in groups of about ``group_items`` items (``Catalog.push_many``):
     a Delta commit costs about the same for ten items as for ten thousand,
-    and feeds often come as many small files. Files are read one at a time
-    and each group is written before the next is read, so memory follows
-    ``group_items``, not the feed.
+    and feeds often come as many small files. Files are read one at a time,
+    and at most three groups are in hand at once (one read, one checked, one
+    committed: ``_pipeline``), so memory follows ``group_items``, not the feed.
 
     With Dask (``workers`` > 0 for a ``LocalCluster`` of that many one-thread
     workers, ``dask_address`` for a running scheduler, or a ``client``
@@ -165,19 +165,39 @@ def _push_files(
                         _write_checked(writer, chunk, outcome)
     else:
         pushes = writer.pushes(deque(files), batch_size, min(group_items, PARSE_ITEMS))
-        # The next group is read and parsed while this one is written: both spend most of
-        # their time in Polars, Arrow and delta-rs, which release the GIL (issue 29).
-        with ThreadPoolExecutor(1, thread_name_prefix="catalog-lake-read") as reader:
-            pending = reader.submit(writer.read_group, pushes, group_items)
-            cell_schemas()  # pandera is imported while the first group is read, not before
-            while True:
-                # The collector waits until the group is written and its items freed.
-                with collector_paused(collect=True):
-                    group = pending.result()
-                    if not group:
-                        break
-                    pending = reader.submit(writer.read_group, pushes, group_items)
-                    writer.write(group)
+        _pipeline(writer, pushes, group_items)
+
+
+def _pipeline(writer: _GroupWriter, pushes: Iterator[Entry], group_items: int) -> None:
+    """Groups read, checked and committed in three threads, each group a stage behind the last.
+
+    Group n + 2 is read and parsed, n + 1 checked (``push.check_requests``)
+    and n committed at once. All three spend much of their time in Polars,
+    Arrow and delta-rs, which release the GIL, and a commit mostly waits on
+    delta-rs: with two stages, the check waited for it (issue 29). Groups are
+    committed one at a time, in feed order, as before; a group's cells are
+    freed once it is checked.
+    """
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="catalog-lake-read") as reader,
+        ThreadPoolExecutor(1, thread_name_prefix="catalog-lake-commit") as committer,
+    ):
+        pending = reader.submit(writer.read_group, pushes, group_items)
+        cell_schemas()  # pandera is imported while the first group is read, not before
+        committing: Future[None] | None = None
+        while True:
+            # The collector waits until the group is checked and its cells freed.
+            with collector_paused(collect=True):
+                group = pending.result()
+                if not group:
+                    break
+                pending = reader.submit(writer.read_group, pushes, group_items)
+                group, checked = writer.check(group)
+                if committing is not None:
+                    committing.result()  # a full disk stops the run here
+                committing = committer.submit(writer.write, group, checked)
+        if committing is not None:
+            committing.result()
 
 
 class Entry(NamedTuple):
@@ -308,6 +328,20 @@ class _GroupWriter:
             if pending >= group_items:
                 break
         return group
+
+    def check(self, group: list[Entry]) -> tuple[list[Entry], Checked]:
+        """The group with its check made ahead (``push.check_requests``), for ``write``.
+
+        Every push of the group was parsed by the reader, so the check raises
+        for none of them: a bad item is a refusal in the check's results.
+        """
+        light, checked = check_requests([request for entry in group for request in entry.requests])
+        entries, position = [], 0
+        for entry in group:
+            end = position + len(entry.requests)
+            entries.append(entry._replace(requests=light[position:end]))
+            position = end
+        return entries, checked
 
     def write(self, group: list[Entry], checked: Checked | None = None) -> None:
         """Push a group's requests with one ``push_many``."""

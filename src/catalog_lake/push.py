@@ -23,7 +23,7 @@ import pyarrow as pa
 from .cells import Cells
 from .errors import PushError
 from .items import typed_items
-from .parse import ParsedPush, Texts, parse_push, payload_from_raw
+from .parse import ParsedPush, Texts, combine, parse_push, payload_from_raw
 from .records import Batch
 from .schemas import RAW, REJECTS, WARNINGS
 from .summary import push_response
@@ -129,6 +129,27 @@ def check_group(
         warnings=checked.warnings,
     )
     return Checked(checked, client_ids, keep, typed)
+
+
+def check_requests(requests: list[PushRequest]) -> tuple[list[PushRequest], Checked]:
+    """``check_group`` of parsed pushes, made ahead of ``Catalog.push_many``; pushes made light.
+
+    The requests' payloads are ``ParsedPush`` objects. What comes back is
+    each request with its payload's ``received_only`` form (the texts, the
+    errors and the content digest, not the cells), and the group's check:
+    the pair ``push_many(requests, checked=checked)`` takes. A check costs
+    most of a group's Python time and needs no lake, so an ingest makes it
+    while the previous group is committed (``feeds``), or on a Dask worker
+    (``workers.check_files``); the cells, the group's largest part, are freed
+    before the commit instead of after it.
+    """
+    parsed = combine([request.payload for request in requests])
+    sizes = [len(request.payload.item_json) for request in requests]
+    groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
+    strict = np.repeat([request.strict for request in requests], sizes).astype(bool)
+    checked = check_group(parsed, groups, strict)
+    light = [dataclasses.replace(r, payload=r.payload.received_only()) for r in requests]
+    return light, checked
 
 
 @dataclass

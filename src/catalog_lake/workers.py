@@ -13,12 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from .errors import PushError
-from .parse import combine
-from .push import PushRequest, ShippedCheck, check_group
+from .push import PushRequest, ShippedCheck, check_requests
 from .sources import (
     PARSE_ITEMS,
     FeedFile,
@@ -71,15 +67,9 @@ def check_files(files: list[FeedFile], batch_size: int, strict: bool = False) ->
             requests += file_requests
         checked = None
         if requests:
-            parsed = combine([request.payload for request in requests])
-            sizes = [len(request.payload.item_json) for request in requests]
-            groups = pd.Series(np.repeat(np.arange(len(requests)), sizes))
-            checked = ShippedCheck.of(check_group(parsed, groups, strict))
-    received = [
-        PushRequest(r.payload.received_only(), r.source, r.idempotency_key, strict)
-        for r in requests
-    ]
-    return CheckedFiles(pushes, received, checked)
+            requests, group = check_requests(requests)
+            checked = ShippedCheck.of(group)
+    return CheckedFiles(pushes, requests, checked)
 
 
 @contextmanager
