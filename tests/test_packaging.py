@@ -98,7 +98,7 @@ def test_the_command_line_exits_without_collecting_what_the_libraries_made_at_im
 
 def test_polars_keeps_freed_memory_for_the_next_group_unless_the_caller_chose():
     """Polars appends ``_RJEM_MALLOC_CONF`` to its own allocator settings (half a second
-    before freed memory goes back); importing the package sets jemalloc's 10 s first, so
+    before freed memory goes back); importing the package sets 3 s first, so
     it is the setting that counts, and a caller's own value is left as it is."""
     from catalog_lake.settings import POLARS_MALLOC_CONF
 

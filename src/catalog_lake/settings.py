@@ -12,13 +12,14 @@ from pathlib import Path
 
 #: Polars' allocator (a jemalloc of its own) gives freed memory back to the system after
 #: half a second. An ingest frees a group's worth and takes as much again about every
-#: second, so it paid for every group in page faults: a tenth of its CPU. With jemalloc's
-#: own default, 10 s, a group reuses the last one's pages, and what a run frees still goes
-#: back within seconds (docs/performance.md, "Issue 29, sixth round"). Polars appends
-#: ``_RJEM_MALLOC_CONF`` to its own settings when it is imported: so this is set on
-#: importing the package (``catalog_lake/__init__.py`` imports this module first), and
-#: never over the caller's own value. Spawned processes (Dask workers) inherit it.
-POLARS_MALLOC_CONF = "dirty_decay_ms:10000,muzzy_decay_ms:0"
+#: second, so it paid for every group in page faults: a tenth of its CPU. Kept for 3 s, a
+#: group reuses the last one's pages, and what a run frees still goes back soon after
+#: (docs/performance.md, "Issue 29", sixth and seventh rounds; jemalloc's own 10 s was no
+#: faster and held 30-80 MB more). Polars appends ``_RJEM_MALLOC_CONF`` to its own
+#: settings when it is imported: so this is set on importing the package
+#: (``catalog_lake/__init__.py`` imports this module first), and never over the caller's
+#: own value. Spawned processes (Dask workers) inherit it.
+POLARS_MALLOC_CONF = "dirty_decay_ms:3000,muzzy_decay_ms:0"
 os.environ.setdefault("_RJEM_MALLOC_CONF", POLARS_MALLOC_CONF)
 
 #: Environment variable that names the lake when none is given.
