@@ -138,6 +138,16 @@ def test_an_item_reads_alike_whatever_attributes_the_rest_of_its_batch_names():
     escaped = escaped.replace('"brand"', '"br\\u0061nd"')
     assert both_paths([escaped]).tolist() == [False]
     assert both_paths([escaped, json.dumps(rare)]).tolist() == [False, True]
+    # A batch that names no attribute the batch before did not is asked for that batch's
+    # attributes again: it reads alike after a batch naming more, fewer or others.
+    for before in ([texts[0]], [texts[1]], [json.dumps(GOOD_ITEM)], [escaped]):
+        both_paths(before)
+        assert both_paths(texts).tolist() == alone
+        assert both_paths([texts[1]]).tolist() == alone[1:2]
+        assert both_paths([texts[0], escaped]).tolist() == [True, False]
+    both_paths([texts[0]])
+    both_paths([json.dumps(GOOD_ITEM)])
+    assert {"scent", "model_year"} <= gate._last_named  # the rare batch's, asked for again
 
 
 # --- a property: clean and hostile items, spelled every way JSON allows ------------------

@@ -93,12 +93,24 @@ def _schema(texts: pl.Series) -> dict[str, pl.DataType]:
 
     Asking for fewer fields changes no value read: each item's attributes are
     all among them, whatever else the batch holds (a key spelled with an
-    escape never gets here: ``_EXACT_ONLY``).
+    escape never gets here: ``_EXACT_ONLY``). The batch before most often
+    named the same ones: when no text names any other (``contains_any``, half
+    the time of finding them), its attributes are asked for again, a superset.
     """
-    named = texts.str.extract_many(_ATTRIBUTE_KEYS, overlapping=True).explode().drop_nulls()
+    global _last_named
+    named = _last_named
+    others = [key for key in _ATTRIBUTE_KEYS if key[1:-2] not in named]
+    if not named or (others and texts.str.contains_any(others).any()):
+        found = texts.str.extract_many(_ATTRIBUTE_KEYS, overlapping=True).explode().drop_nulls()
+        named = _last_named = frozenset(key[1:-2] for key in found.unique().to_list())
     # A struct needs a field: with no attribute named, the first (which no item holds).
-    used = {key[1:-2] for key in named.unique().to_list()} or {next(iter(_ATTRIBUTES))}
+    used = named or {next(iter(_ATTRIBUTES))}
     return SCHEMA | {"attributes": pl.Struct({k: v for k, v in _ATTRIBUTES.items() if k in used})}
+
+
+#: The attributes the last batch read named (``_schema``); shared by every thread that
+#: reads, which is safe: whichever set a batch starts from, it is checked against its texts.
+_last_named: frozenset[str] = frozenset()
 
 
 #: Texts the gate never reads, each found by a literal-led pattern (one regex of them all
