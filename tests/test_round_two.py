@@ -429,14 +429,15 @@ def test_a_large_file_is_parsed_a_group_at_a_time(catalog, tmp_path, name):
         progress=lambda event, **info: events.append((event, info.get("items"))),
     )
     assert summary["totals"]["received"] == 50
-    # The next group is parsed while one is written (issue 29), never more.
+    # While one group is written, the next is checked and the one after it parsed
+    # (issue 29, ``feeds._pipeline``), never more.
     parsed = written = 0
     for event, count in [e for e in events if e[0] in ("parsed", "batch")]:
         if event == "parsed":
             parsed = count
         else:
             written += count
-        assert parsed - written <= 2 * 10
+        assert parsed - written <= 3 * 10
     assert parsed == written == 50
     assert [e for e in events if e[0] == "file"] == [("file", 50)]
 
