@@ -24,7 +24,6 @@ import os
 import sys
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 # Prefect's local server needs time to start on two cores, and must not phone home.
@@ -39,19 +38,26 @@ from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate  # noqa:
 from prefect.concurrency.sync import concurrency  # noqa: E402
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound  # noqa: E402
 from prefect.runtime import deployment, flow_run  # noqa: E402
+from prefect.variables import Variable  # noqa: E402
 
 from catalog_lake import (  # noqa: E402
     Catalog,
     IngestError,
     LakeError,
     PushError,
+    UsageError,
     feeds,  # noqa: E402
 )
 from catalog_lake import backfill as backfill_lib  # noqa: E402
 from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
 from catalog_lake.deletes import DEFAULT_MAX_DELETE_SHARE, Refresh  # noqa: E402
-from catalog_lake.settings import default_lake_uri, lake_limit_name  # noqa: E402
+from catalog_lake.settings import (  # noqa: E402
+    PLACES,
+    default_lake_uri,
+    is_stable_place,
+    lake_limit_name,
+)
 from catalog_lake.summary import WARNING_ITEMS_KEY, run_failed, summary_markdown  # noqa: E402
 from catalog_lake.workers import LOCAL_HTTP  # noqa: E402
 
@@ -73,21 +79,60 @@ def _lake_failure(task, task_run, state) -> bool:
     return False
 
 
-def lake_of_run(lake: str | None) -> str:
-    """The lake this flow run writes: ``lake``, else ``$CATALOG_LAKE_URI``, else ``./lake``.
+def stable_place(name: str, given: str | None, local: str | None = None) -> str:
+    """Where a run's ``name`` (``settings.PLACES``: lake, source, target, path) is.
 
-    A deployment's run works in a fresh clone of the project (``prefect.yaml``'s pull
-    step) that is deleted when it ends, so a relative lake there would be written
-    into that folder and lost with it: such a run is refused before it writes.
+    The run's own parameter, else the worker's environment variable, else the
+    Prefect variable of that name, else ``local`` (a run outside a deployment:
+    ``python flows/catalog_flows.py``, a test). A deployment's run works in a
+    fresh clone of the project (``prefect.yaml``'s pull step) that is deleted
+    when it ends: a relative place there would be read or written inside that
+    clone, a new folder each run, so such a run is refused before it starts,
+    in one line that says what to set (issue 41).
     """
-    uri = lake or default_lake_uri()
-    if deployment.id and "://" not in uri and not Path(uri).expanduser().is_absolute():
-        raise LakeError(
-            f"lake {uri!r} is a relative path, which a deployment's run would write into its "
-            "temporary clone of the project and lose; set CATALOG_LAKE_URI on the worker (or "
-            "the flow's lake parameter) to an absolute path or an s3:// URI"
+    env, variable = PLACES[name]
+    place = given or os.environ.get(env) or _prefect_variable(variable) or None
+    in_deployment = bool(deployment.id)
+    if place is None and not in_deployment:
+        place = local
+    fix = (
+        f"set {env} on the worker (or the Prefect variable {variable}, or the flow's "
+        f"{name} parameter) to an absolute path or an s3:// URI"
+    )
+    if place is None or not place.strip():
+        raise _refused(name, f"this run has no {name}: {fix}")
+    if in_deployment and not is_stable_place(place):
+        what = "write into" if name in ("lake", "target") else "read in"
+        raise _refused(
+            name,
+            f"{name} {place!r} is a relative path, which a deployment's run would {what} its "
+            f"temporary clone of the project and lose; {fix}",
         )
-    return uri
+    return place
+
+
+def _refused(name: str, message: str) -> LakeError | UsageError:
+    """The lake's refusal is a ``LakeError``, as before; the other places' a ``UsageError``."""
+    return LakeError(message) if name == "lake" else UsageError(message, name)
+
+
+def _prefect_variable(name: str) -> str | None:
+    """A Prefect variable's value, or None where it is not set (or no API answers)."""
+    try:
+        value = Variable.get(name, default=None)
+    except Exception:  # noqa: BLE001 - no server: the variable cannot be set either
+        return None
+    return str(value) if value not in (None, "") else None
+
+
+def lake_of_run(lake: str | None) -> str:
+    """The lake this flow run writes: ``lake``, ``$CATALOG_LAKE_URI``, the variable, ``./lake``.
+
+    Between the two, the Prefect variable ``catalog_lake_uri``. A deployment's
+    run refuses a relative lake (``stable_place``): it would be written into the
+    run's temporary clone of the project and lost.
+    """
+    return stable_place("lake", lake, default_lake_uri())
 
 
 @contextmanager
@@ -217,9 +262,9 @@ def dask_runner(workers: int, address: str | None):
     )
 
 
-@flow(name="ingest", flow_run_name="ingest-{source}", log_prints=True)
+@flow(name="ingest", flow_run_name=lambda: _run_name("ingest", "source"), log_prints=True)
 def ingest(
-    source: str = "data/feeds",
+    source: str | None = None,
     pattern: str = feeds.DEFAULT_PATTERN,
     batch_size: int = feeds.DEFAULT_BATCH_SIZE,
     force: bool = False,
@@ -237,6 +282,11 @@ def ingest(
     allow_mass_delete: bool = False,
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
+
+    ``source`` and ``lake`` default to the worker's ``CATALOG_LAKE_SOURCE`` and
+    ``CATALOG_LAKE_URI`` (or the Prefect variables ``catalog_lake_source`` and
+    ``catalog_lake_uri``), else ``data/feeds`` and ``./lake`` outside a
+    deployment; a deployment's run refuses relative ones (``stable_place``).
 
     The same ``feeds.ingest`` as ``catalog-lake ingest``, in a task that Prefect
     retries when the lake could not be written. With ``workers`` > 0 (a Dask
@@ -257,6 +307,8 @@ def ingest(
     file failed or more than ``max_delete_share`` of the scope would go without
     ``allow_mass_delete``; then the run ends ``Failed`` and deletes nothing.
     """
+    lake = lake_of_run(lake)
+    source = stable_place("source", source, "data/feeds")
     run_id = str(flow_run.id) if flow_run.id else None
     arguments = (lake, source, pattern, batch_size, force, run_id, group_items)
     refresh = None
@@ -363,6 +415,7 @@ def backfill(
     Like every command and flow, it writes unless told ``dry_run`` (``catalog-lake
     backfill`` and ``--dry-run`` are the same rule).
     """
+    lake = lake_of_run(lake)
     with one_writer(lake):
         report = backfill_task(lake, since, until, request_ids, dry_run)
     create_markdown_artifact(key="backfill-report", markdown=_report_markdown("Backfill", report))
@@ -375,9 +428,15 @@ def metrics_task(lake: str | None, path: str) -> dict[str, Any]:
     return metrics_lib.apply_metrics(Catalog(lake), path)
 
 
-@flow(name="metrics", flow_run_name="metrics-{path}", log_prints=True)
-def metrics(path: str, lake: str | None = None) -> dict[str, Any]:
-    """Load business metrics (likes, sales) for known items; report unknown ids."""
+@flow(name="metrics", flow_run_name=lambda: _run_name("metrics", "path"), log_prints=True)
+def metrics(path: str | None = None, lake: str | None = None) -> dict[str, Any]:
+    """Load business metrics (likes, sales) for known items; report unknown ids.
+
+    ``path`` defaults to ``CATALOG_LAKE_METRICS_PATH`` (or the Prefect variable
+    ``catalog_lake_metrics_path``), else ``data/metrics.csv`` outside a deployment.
+    """
+    lake = lake_of_run(lake)
+    path = stable_place("path", path, "data/metrics.csv")
     with one_writer(lake):
         report = metrics_task(lake, path)
     create_markdown_artifact(key="metrics-report", markdown=_report_markdown("Metrics", report))
@@ -395,6 +454,7 @@ def maintain(
     retention_hours: int = maintain_lib.DEFAULT_RETENTION_HOURS, lake: str | None = None
 ) -> dict[str, Any]:
     """Nightly upkeep: discount windows, compaction, vacuum."""
+    lake = lake_of_run(lake)
     with one_writer(lake):
         report = maintain_task(lake, retention_hours)
     create_markdown_artifact(key="maintain-report", markdown=_report_markdown("Maintain", report))
@@ -407,9 +467,9 @@ def sync_task(lake: str | None, target: str, fmt: str, full: bool) -> dict[str, 
     return Catalog(lake).sync(target, fmt, full=full)
 
 
-@flow(name="sync", flow_run_name="sync-{target}", log_prints=True)
+@flow(name="sync", flow_run_name=lambda: _run_name("sync", "target"), log_prints=True)
 def sync(
-    target: str = "exports/search",
+    target: str | None = None,
     format: str = "jsonl",  # noqa: A002 - the CLI's own name for it
     full: bool = False,
     lake: str | None = None,
@@ -419,12 +479,23 @@ def sync(
     The first run (or ``full``) exports every record; each later one the
     upserts and deletes since the cursor, which then moves. A run that fails
     after writing its file writes the same range again: loading it twice is
-    harmless (upserts and deletes are idempotent).
+    harmless (upserts and deletes are idempotent). ``target`` defaults to
+    ``CATALOG_LAKE_SYNC_TARGET`` (or the Prefect variable ``catalog_lake_sync_target``),
+    else ``exports/search`` outside a deployment.
     """
+    lake = lake_of_run(lake)
+    target = stable_place("target", target, "exports/search")
     with one_writer(lake):
         report = sync_task(lake, target, format, full)
     create_markdown_artifact(key="sync-report", markdown=_report_markdown("Sync", report))
     return report
+
+
+def _run_name(kind: str, place: str) -> str:
+    """``kind-<the run's place>``, as ``stable_place`` finds it; ``default`` when none is set."""
+    env, variable = PLACES[place]
+    given = flow_run.parameters.get(place) or os.environ.get(env) or _prefect_variable(variable)
+    return f"{kind}-{given or 'default'}"
 
 
 def _report_markdown(title: str, report: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from catalog_lake import Catalog, check
 from catalog_lake.backfill import backfill
 from catalog_lake.changes import write_changes
 from catalog_lake.deletes import Refresh
-from catalog_lake.errors import CatalogLakeError, LakeError
+from catalog_lake.errors import CatalogLakeError, LakeError, UsageError
 from catalog_lake.exports import ENGINES
 from catalog_lake.feeds import ingest
 from catalog_lake.maintain import maintain
@@ -332,7 +333,7 @@ def test_sync_exports_each_new_range_once_and_keeps_a_cursor_per_target(catalog,
     other = catalog.sync(str(tmp_path / "other"), "algolia")  # its own cursor
     assert other["from_version"] is None and other["upserts"] == 1
     index: dict[str, dict] = {}
-    for path in sorted((tmp_path / "out").iterdir()):
+    for path in sorted((tmp_path / "out").glob("0*")):  # the exports, not the manifest
         _apply(index, path.read_text())
     assert index == _index_of_export(catalog)
 
@@ -358,6 +359,7 @@ def test_a_crash_between_the_file_and_the_cursor_exports_the_same_range_again(
     again = catalog.sync(target)
     assert again["from_version"] == 1 and again["upserts"] == 1
     assert sorted(p.name for p in Path(target).iterdir()) == [
+        ".catalog-lake-target.json",
         "00000000000000000001-full.jsonl",
         "00000000000000000002-since-00000000000000000001.jsonl",
     ]
@@ -410,3 +412,83 @@ def test_a_lake_written_before_deletes_and_the_change_feed_keeps_working(tmp_pat
     assert found.deletes.to_pylist() == [2]
     assert check(upgraded)["ok"]
     assert upgraded.sync(str(tmp_path / "out"))["upserts"] == 1
+
+
+# --- one target, one lake (issue 41) ----------------------------------------------------
+
+
+def test_a_target_follows_one_lake_and_refuses_another(tmp_path):
+    first, second = Catalog(tmp_path / "one"), Catalog(tmp_path / "two")
+    first.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
+    second.push({"items": [make_item(client_item_id="z")]})
+    target = tmp_path / "exports"
+    written = first.sync(str(target))
+    manifest = json.loads((target / ".catalog-lake-target.json").read_text())
+    assert manifest["lake_id"] == first.lake.identity() == written["lake_id"]
+    assert manifest["lake"] == str(tmp_path / "one") and manifest["format"] == "jsonl"
+
+    with pytest.raises(UsageError, match=r"follows another lake \(.*one, id .*\), not this one"):
+        second.sync(str(target))
+    with pytest.raises(UsageError, match="follows another lake"):
+        second.sync(str(target), full=True)
+    assert [p.name for p in target.glob("0*")] == [Path(written["file"]).name]
+    index: dict[str, dict] = {}
+    _apply(index, Path(written["file"]).read_text())
+    assert index == _index_of_export(first)
+
+
+def test_a_lake_made_again_at_the_same_path_is_another_lake_to_its_target(tmp_path):
+    lake = tmp_path / "lake"
+    Catalog(lake).push({"items": [make_item(client_item_id="old")]})
+    Catalog(lake).sync(str(tmp_path / "exports"))
+    shutil.rmtree(lake)
+    Catalog(lake).push({"items": [make_item(client_item_id="new")]})
+    with pytest.raises(UsageError, match="follows another lake"):
+        Catalog(lake).sync(str(tmp_path / "exports"))
+
+
+def test_a_relative_target_is_the_folder_it_names_from_where_it_is_typed(
+    catalog, tmp_path, monkeypatch
+):
+    """A deployment's clone synced ``exports/search`` once; a shell elsewhere still gets all."""
+    catalog.push({"items": [make_item(client_item_id="a")]})
+    (tmp_path / "clone").mkdir()
+    (tmp_path / "shell").mkdir()
+    monkeypatch.chdir(tmp_path / "clone")
+    in_clone = catalog.sync("exports/search")
+    monkeypatch.chdir(tmp_path / "shell")
+    in_shell = catalog.sync("exports/search")
+    assert in_clone["target"] == str(tmp_path / "clone" / "exports" / "search")
+    assert in_shell["target"] == str(tmp_path / "shell" / "exports" / "search")
+    assert (in_clone["upserts"], in_shell["upserts"]) == (1, 1)
+    assert Path(in_shell["file"]).exists()
+
+
+def test_a_target_emptied_of_its_manifest_starts_again_with_every_record(catalog, tmp_path):
+    target = tmp_path / "exports"
+    catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
+    catalog.sync(str(target))
+    shutil.rmtree(target)
+    catalog.push({"items": [make_item(client_item_id="c")]})
+    again = catalog.sync(str(target))
+    assert again["from_version"] is None and again["upserts"] == 3
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("", "the sync target is empty"),
+        ("   ", "the sync target is empty"),
+        ("ftp://example/x", "ftp:// is not a storage this can write"),
+        ("http://example/x", "http:// is not a storage this can write"),
+    ],
+)
+def test_a_target_that_names_no_place_to_write_is_refused_in_one_line(
+    catalog, tmp_path, monkeypatch, target, message
+):
+    monkeypatch.chdir(tmp_path)
+    catalog.push({"items": [make_item(client_item_id="a")]})
+    with pytest.raises(UsageError, match=message) as refused:
+        catalog.sync(target)
+    assert "\n" not in str(refused.value) and refused.value.parameter == "target"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lake"]

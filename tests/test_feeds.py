@@ -6,11 +6,13 @@ import gzip
 import json
 import os
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from catalog_lake import RESPONSE_KEYS
+from catalog_lake.deletes import Refresh
 from catalog_lake.feeds import ingest
 from catalog_lake.runs import runs
 from catalog_lake.sources import discover
@@ -194,3 +196,101 @@ def test_a_big_run_counts_every_item_but_lists_only_the_first(catalog, source):
     assert [stored[b["catalog_push_request_id"]] for b in full["batches"]] == [
         {k: v for k, v in b.items() if k != "file"} for b in full["batches"]
     ]
+
+
+# --- a file is skipped only when the lake holds what it says now (issue 41) -------------
+
+
+def _price_feed(folder: Path, name: str, *prices: int) -> None:
+    items = [
+        make_item(client_item_id=f"{name[0]}-{n}", pricing_info__mrp=f"{p}.00",
+                  pricing_info__sale_price=f"{p}.00")
+        for n, p in enumerate(prices)
+    ]  # fmt: skip
+    (folder / name).write_text(json.dumps({"items": items}))
+
+
+def _prices(catalog) -> dict[str, float]:
+    records = catalog.records()
+    return dict(zip(records["client_item_id"], records["price"], strict=True))
+
+
+def test_a_file_reverted_to_older_bytes_is_ingested_again(catalog, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for price in (100, 200, 100):
+        _price_feed(folder, "a.json", price)
+        summary = ingest(catalog, folder)
+        assert summary["files"]["ingested"] == ["a.json"], price
+        assert _prices(catalog) == {"a-0": price}
+    # The same bytes as the lake holds now: skipped, without reading the file.
+    assert ingest(catalog, folder)["files"]["skipped"] == ["a.json"]
+
+
+def test_a_file_restored_after_a_truncation_is_ingested_again(catalog, tmp_path, clock):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _price_feed(folder, "all.json", *range(100, 200))
+    ingest(catalog, folder)
+    clock.now += timedelta(minutes=1)
+    _price_feed(folder, "all.json", *range(100, 110))
+    cut = ingest(catalog, folder, refresh=Refresh(allow_mass_delete=True))
+    assert cut["refresh"]["deleted"] == 90 and len(catalog.records()) == 10
+
+    clock.now += timedelta(minutes=1)
+    _price_feed(folder, "all.json", *range(100, 200))
+    restored = ingest(catalog, folder)
+    assert restored["files"]["ingested"] == ["all.json"]
+    assert len(catalog.records()) == 100
+
+
+def test_a_file_put_back_after_a_refresh_deleted_its_items_is_ingested_again(
+    catalog, source, clock
+):
+    ingest(catalog, source)
+    clock.now += timedelta(minutes=1)  # a delete wins over pushes received before it
+    (source / "fashion.json").rename(source.parent / "fashion.json")
+    refreshed = ingest(catalog, source, refresh=Refresh())
+    assert refreshed["refresh"]["status"] == "deleted" and len(catalog.records()) == 12
+
+    clock.now += timedelta(minutes=1)
+    (source.parent / "fashion.json").rename(source / "fashion.json")
+    back = ingest(catalog, source)
+    assert back["files"]["ingested"] == ["fashion.json"]
+    assert back["catalog_push_success_product_count"] == "2"
+    assert len(catalog.records()) == 14
+    assert len(ingest(catalog, source)["files"]["skipped"]) == 7
+
+
+def test_a_removed_file_put_back_without_a_refresh_is_still_skipped(catalog, source):
+    """Nothing deleted its items, so the lake still holds what it says."""
+    ingest(catalog, source)
+    (source / "fashion.json").rename(source.parent / "fashion.json")
+    ingest(catalog, source)
+    (source.parent / "fashion.json").rename(source / "fashion.json")
+    assert ingest(catalog, source)["files"]["ingested"] == []
+    assert len(catalog.records()) == 14
+
+
+def test_a_refresh_stopped_by_the_guard_marks_nothing_removed(catalog, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _price_feed(folder, "a.json", 100)
+    _price_feed(folder, "b.json", 200, 300)
+    ingest(catalog, folder)
+    (folder / "a.json").rename(tmp_path / "a.json")
+    stopped = ingest(catalog, folder, refresh=Refresh())  # 1 of 2 in scope: over 20%
+    assert stopped["refresh"]["status"] == "stopped"
+    (tmp_path / "a.json").rename(folder / "a.json")
+    assert ingest(catalog, folder)["files"]["ingested"] == []
+
+
+def test_a_source_records_its_files_in_order_when_the_clock_stands_still(catalog, tmp_path):
+    """The catalog fixture's clock never moves; the last row of a path still comes last."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for price in (1, 2, 1, 2):
+        _price_feed(folder, "a.json", price)
+        assert ingest(catalog, folder)["files"]["ingested"] == ["a.json"]
+    # Four rows at four times (a table's rows come back in no set order, so times decide).
+    assert len(set(catalog.lake.read("files")["seen_at"].to_pylist())) == 4

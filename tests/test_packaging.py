@@ -114,3 +114,24 @@ def test_polars_keeps_freed_memory_for_the_next_group_unless_the_caller_chose():
     )
     assert theirs.stdout.strip().endswith(",dirty_decay_ms:0"), theirs.stderr
     assert POLARS_MALLOC_CONF not in theirs.stdout
+
+
+def test_the_installed_package_alone_excludes_the_sqlalchemy_that_stops_the_scheduler():
+    """Prefect 3.8.8's scheduler creates no run on SQLAlchemy 2.1 ("Can't evaluate bulk DML
+    statement"). ``pip install catalog-lake`` without constraints.txt must not bring it:
+    the package's own requirements exclude it, and allow the version constraints.txt pins."""
+    from importlib.metadata import requires, version
+
+    from packaging.requirements import Requirement
+
+    wanted = [Requirement(r) for r in requires("catalog-lake") or []]
+    (sqlalchemy,) = [r for r in wanted if r.name.lower() == "sqlalchemy" and r.marker is None]
+    for broken in ("2.1.0", "2.1.9", "2.2.0"):
+        assert not sqlalchemy.specifier.contains(broken), broken
+    pinned = next(
+        line.split("==")[1].strip()
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.lower().startswith("sqlalchemy==")
+    )
+    assert sqlalchemy.specifier.contains(pinned)
+    assert sqlalchemy.specifier.contains(version("sqlalchemy"))

@@ -6,12 +6,14 @@ harness has no scheduler. Here everything is what an operator runs (README,
 ``prefect variable set``, ``prefect deploy --all`` from the project's own
 ``prefect.yaml``, then ``prefect worker start``. The worker clones the project
 from the repository the variable names (the pull step), runs the scheduled
-ingest, and the run ends ``Completed`` with the lake written.
+ingest, and the run ends ``Completed`` with the lake written. Every place a run
+reads or writes is absolute and outside that clone, so runs keep their state.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -22,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from catalog_lake import Catalog
+from catalog_lake.changes import cursors
+from catalog_lake.runs import runs as past_runs
 from tests.servers import prefect_binary, prefect_server
 
 ROOT = Path(__file__).parents[1]
@@ -79,19 +83,93 @@ def _scheduled(env: dict[str, str], deployment_id: str, least: int, timeout: flo
         time.sleep(1)
 
 
-def test_a_deployed_schedule_fires_and_a_worker_completes_the_run(tmp_path):
+def _polled(env: dict[str, str], path: str, body: dict) -> list[dict] | None:
+    """One poll of the API; None when the server was too busy to answer in time.
+
+    A test server on SQLite, beside a worker and its flow run on two cores, now and
+    then holds its database lock past the client's timeout: the next poll asks again.
+    """
+    try:
+        return _api(env, path, body)
+    except OSError:
+        return None
+
+
+def _runs(env: dict[str, str], deployment_id: str, states: tuple[str, ...]) -> list[dict] | None:
+    """The deployment's runs in these states, in the order they started."""
+    return _polled(
+        env,
+        "/flow_runs/filter",
+        {
+            "flow_runs": {
+                "deployment_id": {"any_": [deployment_id]},
+                "state": {"type": {"any_": list(states)}},
+            },
+            "sort": "START_TIME_ASC",
+        },
+    )
+
+
+FINAL = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+
+
+def _finished(env, deployment_id: str, least: int, worker, timeout: float = 240) -> list[dict]:
+    """Wait until ``least`` runs of the deployment ended; the worker must still be running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = _runs(env, deployment_id, FINAL)
+        if done is not None and len(done) >= least:
+            return done
+        assert worker.poll() is None, "the worker stopped"
+        assert time.monotonic() < deadline, f"{len(done or [])} of {least} runs ended in time"
+        time.sleep(2)
+
+
+def _run_now(env, cwd: Path, name: str, *parameters: str) -> str:
+    """``prefect deployment run NAME -p ...``: the new flow run's id."""
+    shown = _prefect(env, cwd, "deployment", "run", name, *parameters)
+    return UUID.search(shown).group(0)
+
+
+def _run(env, run_id: str, worker, timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = _polled(env, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [run_id]}}})
+        if found and found[0]["state"]["type"] in FINAL:
+            return found[0]
+        assert worker.poll() is None, "the worker stopped"
+        assert time.monotonic() < deadline, f"run {run_id} did not end in time"
+        time.sleep(2)
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def test_deployed_schedules_fire_and_keep_their_state_from_run_to_run(tmp_path):
+    """The README's "Flows" session, as an operator runs it (issue 41).
+
+    The lake comes from the worker's environment, the feeds and the sync target
+    from Prefect variables: absolute places outside each run's clone. So a
+    second scheduled ingest skips every file, a search-sync run leaves its file
+    where a shell finds it, and a full refresh through the deployment deletes a
+    removed file's items. A run given a relative source refuses it in one line.
+    """
     repository = _project_repository(tmp_path / "project")
-    lake = tmp_path / "lake"
+    lake, feeds, exports = tmp_path / "lake", tmp_path / "feeds", tmp_path / "exports"
+    shutil.copytree(ROOT / "data" / "feeds", feeds)
     with prefect_server(tmp_path / "prefect") as env:
         _prefect(env, repository, "work-pool", "create", "catalog-lake", "--type", "process")
         _prefect(env, repository, "variable", "set", "catalog_lake_repository", str(repository))
+        _prefect(env, repository, "variable", "set", "catalog_lake_source", str(feeds))
+        _prefect(env, repository, "variable", "set", "catalog_lake_sync_target", str(exports))
         _prefect(env, repository, "--no-prompt", "deploy", "--all")
         deployments = {
-            d["name"]: d
+            f"{d['name']}": d
             for d in _api(env, "/deployments/filter", {})
-            if d["name"] in ("scheduled", "nightly")
+            if d["name"] in ("scheduled", "nightly", "search-sync")
         }
-        # Every deployment records the pull step, never the deploying machine's folder.
+        # Every deployment records the pull step, never the deploying machine's folder,
+        # and no parameter names a place: the clone is gone when the run ends.
         for deployment in _api(env, "/deployments/filter", {}):
             assert deployment["pull_steps"] == [
                 {
@@ -102,10 +180,12 @@ def test_a_deployed_schedule_fires_and_a_worker_completes_the_run(tmp_path):
                 }
             ]
             assert str(repository) not in json.dumps(deployment)
+            assert not {"source", "target", "path", "lake"} & set(deployment["parameters"])
 
         # The scheduler plans prefect.yaml's schedules: ingest every 15 minutes,
         # maintain at 02:00 UTC.
-        ingest_runs = _scheduled(env, deployments["scheduled"]["id"], 3, 60)
+        ingest_id = deployments["scheduled"]["id"]
+        ingest_runs = _scheduled(env, ingest_id, 3, 60)
         starts = [datetime.fromisoformat(r["expected_start_time"]) for r in ingest_runs[:3]]
         assert [(b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False)] == [
             900.0,
@@ -121,41 +201,70 @@ def test_a_deployed_schedule_fires_and_a_worker_completes_the_run(tmp_path):
             env, repository, "deployment", "schedule", "create", "ingest/scheduled",
             "--interval", "5",
         )  # fmt: skip
-        due = _scheduled(env, deployments["scheduled"]["id"], len(ingest_runs) + 1, 60)
+        due = _scheduled(env, ingest_id, len(ingest_runs) + 1, 60)
         assert len(due) > len(ingest_runs), "the scheduler made no run for the new schedule"
 
-        worker_env = {**env, "CATALOG_LAKE_URI": str(lake)}
-        worker = subprocess.run(
-            [
-                prefect_binary(),
-                "worker",
-                "start",
-                "--pool",
-                "catalog-lake",
-                "--run-once",
-                "--limit",
-                "1",
-            ],  # fmt: skip
-            env=worker_env,
+        worker_log = (tmp_path / "worker.log").open("wb")
+        worker = subprocess.Popen(  # noqa: S603 - the pinned prefect, fixed arguments
+            [prefect_binary(), "worker", "start", "--pool", "catalog-lake", "--limit", "1"],
+            env={**env, "CATALOG_LAKE_URI": str(lake), "PREFECT_WORKER_QUERY_SECONDS": "3"},
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
+            stdout=worker_log,
+            stderr=subprocess.STDOUT,
         )
-        finished = _api(
-            env,
-            "/flow_runs/filter",
-            {
-                "flow_runs": {
-                    "deployment_id": {"any_": [deployments["scheduled"]["id"]]},
-                    "state": {"type": {"any_": ["COMPLETED", "FAILED", "CRASHED"]}},
-                }
-            },
-        )
-        log = worker.stdout + worker.stderr
-        assert [r["state"]["type"] for r in finished] == ["COMPLETED"], log
-        assert finished[0]["auto_scheduled"] is True
-        assert finished[0]["name"] and finished[0]["parameters"]["source"] == "data/feeds"
+        try:
+            # Two consecutive scheduled runs: the second finds every file as the lake has it.
+            scheduled = _finished(env, ingest_id, 2, worker)[:2]
+            _prefect(env, repository, "deployment", "schedule", "clear", "ingest/scheduled", "-y")
+            for run in _runs(env, ingest_id, ("RUNNING", "PENDING")) or []:
+                _run(env, run["id"], worker)
+            assert [r["state"]["type"] for r in scheduled] == ["COMPLETED", "COMPLETED"]
+            assert all(r["auto_scheduled"] for r in scheduled)
+            ingests = past_runs(Catalog(lake), "ingest").sort_values("started_at")
+            summaries = [json.loads(s) for s in ingests["summary_json"]]
+            assert len(summaries[0]["files"]["ingested"]) == 7
+            assert summaries[0]["catalog_push_success_product_count"] == "14"
+            for later in summaries[1:]:
+                assert later["files"]["ingested"] == [] and len(later["files"]["skipped"]) == 7
+                assert later["catalog_push_received_product_count"] == "0"
 
-    # The run wrote the lake the worker was given, from the clone's sample feeds.
-    assert len(Catalog(lake).records()) == 14
+            # A search-sync run writes where a shell finds it, and the cursor says so.
+            synced = _run(env, _run_now(env, repository, "sync/search-sync"), worker)
+            assert synced["state"]["type"] == "COMPLETED", synced["state"]["message"]
+            (written,) = sorted(exports.glob("*-full.jsonl"))
+            assert len(written.read_text().splitlines()) == 14
+            manifest = json.loads((exports / ".catalog-lake-target.json").read_text())
+            assert manifest["lake_id"] == Catalog(lake).lake.identity()
+            (cursor,) = cursors(Catalog(lake).lake)
+            assert cursor["target"] == str(exports) and cursor["file"] == str(written)
+            assert written.name == f"{cursor['version']:020d}-full.jsonl"
+
+            # A full refresh through the deployment deletes a removed file's items.
+            (feeds / "fashion.json").unlink()
+            refreshed = _run(
+                env,
+                _run_now(env, repository, "ingest/scheduled", "-p", "full_refresh=true"),
+                worker,
+            )
+            assert refreshed["state"]["type"] == "COMPLETED", refreshed["state"]["message"]
+            live = set(Catalog(lake).records()["client_item_id"])
+            assert len(live) == 12 and not {"FASH-TEE-BLK-M", "FASH-KURTA-BLU-L"} & live
+
+            # A relative source is refused before anything is read, in one line.
+            relative = _run(
+                env, _run_now(env, repository, "ingest/scheduled", "-p", "source=data/feeds"),
+                worker,
+            )  # fmt: skip
+            assert relative["state"]["type"] == "FAILED"
+            log = (tmp_path / "worker.log").read_text(errors="replace")
+            assert (
+                "source 'data/feeds' is a relative path, which a deployment's run would read in "
+                "its temporary clone of the project and lose; set CATALOG_LAKE_SOURCE"
+            ) in log
+        finally:
+            worker.terminate()
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+            worker_log.close()

@@ -11,6 +11,7 @@ from .errors import (
     LakeError,
     NoLakeError,
     PushError,
+    UsageError,
 )
 from .push import PushRequest
 from .records import Synonyms
@@ -30,6 +31,7 @@ __all__ = [
     "NoLakeError",
     "PushError",
     "Synonyms",
+    "UsageError",
     "check",
     "push_response",
 ]

@@ -14,16 +14,14 @@ blocks a range touched, not the lake. It needs no table feature, so it works
 on lakes written before it, and on any store; it needs the old version's
 files, which ``maintain`` keeps while a ``sync`` cursor needs them.
 
-``sync`` exports each new range to a target folder or ``s3://`` prefix and
-keeps its cursor in the lake's ``cursors`` table.
+``sync`` exports each new range to a target folder or ``s3://`` prefix
+(``targets``) and keeps its cursor in the lake's ``cursors`` table.
 """
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -34,8 +32,10 @@ from . import reads
 from .blocks import changed_rows
 from .errors import CatalogLakeError, LakeError
 from .exports import EXPORTED, require_format, write_export
-from .lake import STORE_ERRORS, Lake, conform, first_line, is_local, quote
+from .lake import STORE_ERRORS, Lake, conform, first_line, quote
 from .schemas import CURSORS, RECORDS
+from .settings import resolved_lake_uri
+from .targets import Target
 
 #: Formats whose engine takes deletions in a request of their own: ``changes``
 #: writes their ids apart (``deletes``), as a JSON array.
@@ -259,25 +259,38 @@ def sync(
     file and the cursor writes the same range again under the same name: the
     engines' upserts and deletes are idempotent, so loading it twice is harmless.
 
+    A target follows one lake (``targets.Target.claim``): its manifest names
+    the lake, and another lake's sync is refused. A target without a manifest
+    (new, emptied, or written before manifests) starts with every record. The
+    cursor is kept under the target's resolved place, so a relative target
+    means the same folder wherever the cursor was written.
+
     Raises:
+        UsageError: an empty or unknown target, or one that follows another lake.
         LakeError: the cursor's version is gone (vacuumed); the message offers
             ``full``.
     """
     require_format(fmt)
+    place = Target.of(target)
     lake = catalog.lake
     lake.require()
     lake.ensure()
     table = lake.table("records")
     latest = table.version() if table is not None else 0
-    previous = None if full else cursor(lake, target)
+    claimed = place.manifest()
+    manifest = place.claim(
+        resolved_lake_uri(lake.uri), lake.identity() or "", fmt, now or catalog.clock()
+    )
+    previous = None if full or claimed is None else cursor(lake, place.key)
     if previous is not None and previous["format"] != fmt:
         raise CatalogLakeError(
             f"{target} was synced as {previous['format']}, not {fmt}; use another target "
             "for another format, or --full to start it again"
         )
     if previous is not None and previous["version"] >= latest:
-        return {"target": target, "format": fmt, "from_version": previous["version"],
-                "to_version": latest, "upserts": 0, "deletes": 0, "file": None}  # fmt: skip
+        return {"target": place.key, "format": fmt, "from_version": previous["version"],
+                "to_version": latest, "upserts": 0, "deletes": 0, "file": None,
+                "lake_id": manifest["lake_id"]}  # fmt: skip
     if previous is None:
         upserts = reads.select(lake, "records", order_by="object_id", as_of=latest)
         found = Changes(-1, latest, upserts.select(EXPORTED), pa.array([], pa.int64()))
@@ -285,11 +298,11 @@ def sync(
     else:
         found = changes(lake, previous["version"], latest)
         name = f"{latest:020d}-since-{previous['version']:020d}.{_SUFFIX[fmt]}"
-    path = _join(target, name)
-    deletes_path = _join(target, name + ".deletes.json") if fmt in SEPARATE_DELETES else None
-    _write_target(path, deletes_path, found, fmt, lake)
+    path = place.join(name)
+    deletes_path = place.join(name + ".deletes.json") if fmt in SEPARATE_DELETES else None
+    place.write(path, deletes_path, lambda out, side: write_changes(found, fmt, out, side))
     row = {
-        "target": target,
+        "target": place.key,
         "format": fmt,
         "version": latest,
         "synced_at": now or catalog.clock(),
@@ -300,7 +313,7 @@ def sync(
     lake.append("cursors", pa.Table.from_pylist([row], schema=CURSORS),
                 {"catalog_lake.operation": "sync"})  # fmt: skip
     return {
-        "target": target,
+        "target": place.key,
         "format": fmt,
         "from_version": None if previous is None else previous["version"],
         "to_version": latest,
@@ -308,55 +321,8 @@ def sync(
         "deletes": row["deletes"],
         "file": path,
         **({"deletes_file": deletes_path} if deletes_path else {}),
+        "lake_id": manifest["lake_id"],
     }
-
-
-def _join(target: str, name: str) -> str:
-    return posixpath.join(target.rstrip("/"), name) if "://" in target else str(Path(target) / name)
-
-
-def _write_target(
-    path: str, deletes_path: str | None, found: Changes, fmt: str, lake: Lake
-) -> None:
-    """Write a range's files whole: beside the target and moved into place, or put at once."""
-    if is_local(path):
-        local = Path(path.removeprefix("file://"))
-        local.parent.mkdir(parents=True, exist_ok=True)
-        partial = local.with_name(local.name + ".partial")
-        extra = Path(deletes_path.removeprefix("file://")) if deletes_path else None
-        try:
-            with partial.open("w", encoding="utf-8") as out:
-                if extra is not None:
-                    with extra.with_name(extra.name + ".partial").open("w") as side:
-                        write_changes(found, fmt, out, side)
-                    extra.with_name(extra.name + ".partial").replace(extra)
-                else:
-                    write_changes(found, fmt, out)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
-        partial.replace(local)
-        return
-    import shutil
-    import tempfile
-
-    from pyarrow import fs
-
-    filesystem, key = fs.FileSystem.from_uri(path)
-    with tempfile.TemporaryDirectory() as scratch:  # written whole first: then one put each
-        body, side = Path(scratch) / "body", Path(scratch) / "deletes"
-        with body.open("w", encoding="utf-8") as out, side.open("w", encoding="utf-8") as extra:
-            write_changes(found, fmt, out, extra if deletes_path else None)
-        try:
-            uploads = [(side, deletes_path)] if deletes_path else []
-            for local, remote in [*uploads, (body, path)]:
-                with (
-                    local.open("rb") as source,
-                    filesystem.open_output_stream(fs.FileSystem.from_uri(remote)[1]) as out,
-                ):
-                    shutil.copyfileobj(source, out)
-        except (OSError, pa.ArrowException) as exc:
-            raise LakeError(f"cannot write {path}: {first_line(exc)}") from None
 
 
 def needed_version(lake: Lake) -> int | None:

@@ -17,11 +17,12 @@ from typing import Annotated
 
 import pandas as pd
 import typer
+from typer._click.exceptions import NoArgsIsHelpError
 from typer.core import TyperGroup
 
 from . import settings
 from .catalog import Catalog
-from .errors import CatalogLakeError
+from .errors import CatalogLakeError, UsageError
 from .lake import STORE_ERRORS
 from .terminal import (
     IngestProgress,
@@ -43,12 +44,34 @@ class _OneLineErrors(TyperGroup):
     what was interrupted and skips what landed).
     """
 
+    def main(self, *args, standalone_mode: bool = True, **kwargs):  # noqa: D102 - see the class
+        # The framework's own usage errors (a bad value, an unknown option or command) are
+        # one line too, with exit 2, not its boxed panel: so it runs without standalone mode
+        # and what it would have printed is printed here. Typer 0.29 vendors click and
+        # exports none of its errors but through their base, ``TyperException``.
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except NoArgsIsHelpError as exc:
+            exc.show()  # the help, as the framework shows it for a bare command
+            code = exc.exit_code
+        except typer.TyperException as exc:
+            context = getattr(exc, "ctx", None)
+            command = context.command_path if context is not None else "catalog-lake"
+            say_error(f"{exc.format_message()} (see '{command} --help')")
+            code = exc.exit_code
+        except typer.Abort:
+            print("aborted", file=sys.stderr)
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx):  # noqa: D102 - see the class
         try:
             return super().invoke(ctx)
         except CatalogLakeError as exc:
             say_error(str(exc))
-            raise typer.Exit(1) from None
+            raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
         except STORE_ERRORS as exc:
             if _broken_pipe(exc):
                 # The reader went away (`catalog-lake export ... | head`): stop quietly, as
@@ -724,7 +747,8 @@ def sync(
     try:
         report = _catalog(lake, storage_option).sync(target, engine, full=full)
     except CatalogLakeError as exc:
-        raise fail(str(exc), 2 if str(exc).startswith("unknown format") else 1) from None
+        usage = isinstance(exc, UsageError) or str(exc).startswith("unknown format")
+        raise fail(str(exc), 2 if usage else 1) from None
     print_json(report)
 
 

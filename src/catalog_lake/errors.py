@@ -96,6 +96,18 @@ class LakeError(CatalogLakeError):
     """The lake could not be read, or holds something this version cannot use."""
 
 
+class UsageError(CatalogLakeError):
+    """A call that cannot be carried out as asked: an option or argument is wrong or missing.
+
+    ``parameter`` names the library's own parameter (``source``, ``target``, ...); the
+    CLI exits 2 for it, as for its own usage errors.
+    """
+
+    def __init__(self, message: str, parameter: str | None = None):
+        super().__init__(message)
+        self.parameter = parameter
+
+
 class IngestError(CatalogLakeError):
     """An ingest run finished, but some feed files failed; ``summary`` is the run summary.
 

@@ -23,7 +23,7 @@ from .deletes import refresh as refresh_catalog
 from .errors import LakeError, PushError
 from .lake import LAKE_ERRORS, first_line
 from .push import Checked, PushRequest, check_requests
-from .runs import Plan, plan, record_files, record_run
+from .runs import Plan, plan, record_files, record_removed, record_run
 from .sources import (
     DEFAULT_PATTERN,
     PARSE_ITEMS,
@@ -590,7 +590,7 @@ def _refreshed(
     """A full refresh's deletes after the run's files (``deletes.refresh``)."""
     unread = [f.path for f in plan_.skipped if plan_.reasons.get(f.path, SKIP_UNCHANGED)
               != SKIP_UNCHANGED]  # fmt: skip
-    return refresh_catalog(
+    report = refresh_catalog(
         catalog,
         how,
         source=plan_.source,
@@ -602,6 +602,15 @@ def _refreshed(
         dry_run=dry_run,
         flow_run_id=flow_run_id,
     )
+    if report["status"] == "deleted":
+        # The lake no longer holds the removed files' items: the same files put back
+        # must be read again, not skipped as seen (issue 41).
+        _recorded(
+            lambda: record_removed(catalog, plan_, plan_.absent(), flow_run_id),
+            "the files it found removed",
+            sum(len(r.responses) for r in results),
+        )
+    return report
 
 
 def _carried(response: dict[str, Any]) -> list[str]:

@@ -663,6 +663,17 @@ class Lake:
         sql = f'SELECT 1 FROM "{name}" WHERE "{column}" = {quote(value)} LIMIT 1'
         return self.read(name, sql).num_rows > 0
 
+    def identity(self) -> str | None:
+        """The lake's identity: its ``records`` table's Delta id, None before it exists.
+
+        A path names a place, not a lake: a lake deleted and made again at the
+        same path has a new id. What follows one lake from outside it (a sync
+        target's manifest, a search index) keeps this id and refuses or rebuilds
+        on any other (issues 41 and 42).
+        """
+        table = self.table("records")
+        return None if table is None else table.metadata().id
+
     def version(self, name: str, *, refresh: bool = True) -> int | None:
         """Current Delta version of a table, None before its first commit.
 

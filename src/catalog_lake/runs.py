@@ -13,15 +13,20 @@ import json
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 
 from .catalog import Catalog
+from .lake import quote
 from .schemas import FILES, RUNS
 from .sources import DEFAULT_PATTERN, FeedFile, FileResult, discover, is_remote
 from .summary import SKIP_FAILED, SKIP_UNCHANGED
+
+#: A ``files`` row for a path whose items a full refresh deleted because the file was gone.
+REMOVED = "removed"
 
 
 @dataclass
@@ -35,10 +40,46 @@ class Plan:
     refused: list[FileResult]
     #: Why each skipped file (by path) was left alone.
     reasons: dict[str, str] = field(default_factory=dict)
+    #: Paths under the source whose items the lake holds now (their latest row: ingested).
+    held: frozenset[str] = frozenset()
+    #: The latest ``seen_at`` of the source's rows: the next rows are recorded after it.
+    last_seen: datetime | None = None
 
     def skipped_counts(self) -> dict[str, int]:
         """How many files were skipped for each reason."""
         return dict(Counter(self.reasons.get(f.path, SKIP_UNCHANGED) for f in self.skipped))
+
+    def absent(self) -> list[str]:
+        """Paths whose items the lake holds that this run did not find (a removed file)."""
+        found = {f.path for f in (*self.to_ingest, *self.skipped)}
+        return sorted(self.held - found)
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the lake's ``files`` table says of a source's paths.
+
+    ``latest`` is each path's last row, as (checksum, status): what the lake
+    took from that path last. ``deliveries`` counts the times each (path,
+    checksum) was ingested, which numbers the next delivery's batch keys.
+    """
+
+    latest: dict[str, tuple[str, str]]
+    deliveries: dict[tuple[str, str], int]
+    last_seen: datetime | None = None
+
+    def unchanged(self, feed: FeedFile) -> str | None:
+        """Why ``feed`` needs no reading (``SKIP_UNCHANGED`` or ``SKIP_FAILED``), or None.
+
+        Only when the last thing the lake took from its path is these very
+        bytes: a file reverted to older bytes differs from the newer ones the
+        lake holds, and a file put back after a full refresh deleted its items
+        was last recorded ``removed`` (issue 41). Either is read again.
+        """
+        checksum, status = self.latest.get(feed.path, ("", ""))
+        if checksum != feed.checksum:
+            return None
+        return {"ingested": SKIP_UNCHANGED, "invalid": SKIP_FAILED}.get(status)
 
 
 def plan(
@@ -46,9 +87,12 @@ def plan(
 ) -> Plan:
     """Discover feeds and decide which to ingest.
 
-    A file is skipped when the lake already holds the same path with the
-    same checksum as ``ingested`` or ``invalid`` (a parse failure that would
-    only repeat). Files that failed on a lake error are tried again.
+    A file is skipped when the lake's last row for its path has the same
+    checksum and says ``ingested``, or ``invalid`` (a parse failure that would
+    only repeat): then what the lake holds from it is what it says now. One
+    dictionary look-up per file, and no file is parsed to decide. Files that
+    failed on a lake error, changed, went back to older bytes or came back after
+    a refresh deleted their items are read.
     """
     feeds, refused, passed_over = discover(
         source, pattern, catalog.lake.storage_options if is_remote(source) else None
@@ -59,34 +103,43 @@ def plan(
         root = str(Path(source).expanduser().resolve())
         if Path(root).is_file():
             root = str(Path(root).parent)
-    seen = _seen(catalog, root)
+    known = known_files(catalog, root)
     to_ingest, skipped, reasons = [], [], {}
     for feed in feeds:
-        times, failed = seen.get((feed.path, feed.checksum), (0, False))
-        if not force and (times or failed):
+        reason = None if force else known.unchanged(feed)
+        if reason is not None:
             skipped.append(feed)
-            reasons[feed.path] = SKIP_UNCHANGED if times else SKIP_FAILED
+            reasons[feed.path] = reason
         else:
+            times = known.deliveries.get((feed.path, feed.checksum), 0)
             to_ingest.append(dataclasses.replace(feed, delivery=times))
     for path, reason in passed_over.items():
         skipped.append(FeedFile(root, path, "", 0))
         reasons[path] = reason
-    return Plan(str(uuid.uuid4()), root, to_ingest, skipped, refused, reasons)
+    held = frozenset(p for p, (_, status) in known.latest.items() if status == "ingested")
+    return Plan(
+        str(uuid.uuid4()), root, to_ingest, skipped, refused, reasons, held, known.last_seen
+    )
 
 
-def _seen(catalog: Catalog, root: str) -> dict[tuple[str, str], tuple[int, bool]]:
-    """Per (path, checksum) under ``root``: times ingested, and whether it failed to parse."""
+def known_files(catalog: Catalog, root: str) -> Known:
+    """The ``files`` table's view of ``root``'s paths (``Known``), in a few columnar steps."""
     if not catalog.lake.exists():  # a dry run before the first ingest
-        return {}
-    files = catalog.lake.read("files").to_pandas()
-    files = files[files["source"] == root]
-    seen: dict[tuple[str, str], tuple[int, bool]] = {}
-    for (path, checksum), status in files.groupby(["path", "checksum"])["status"]:
-        seen[(path, checksum)] = (
-            int((status == "ingested").sum()),
-            bool((status == "invalid").any()),
-        )
-    return seen
+        return Known({}, {})
+    rows = catalog.lake.read(
+        "files",
+        f'SELECT path, checksum, status, seen_at FROM "files" WHERE source = {quote(root)}',
+    ).to_pandas()
+    # A source's rows are recorded at increasing times (``_append_files``), so the last
+    # row of a path is the one with the latest time.
+    latest = rows.sort_values("seen_at", kind="stable").drop_duplicates("path", keep="last")
+    ingested = rows[rows["status"] == "ingested"].groupby(["path", "checksum"]).size()
+    last = zip(latest["checksum"], latest["status"], strict=True)
+    return Known(
+        dict(zip(latest["path"], last, strict=True)),
+        {key: int(times) for key, times in ingested.items()},
+        rows["seen_at"].max().to_pydatetime() if len(rows) else None,
+    )
 
 
 def record_files(
@@ -95,9 +148,7 @@ def record_files(
     """Write one ``files`` row per file handled, so the next run can skip it."""
     if not results:
         return
-    now = catalog.clock()
-    rows = {
-        "source": [plan_.source] * len(results),
+    _append_files(catalog, plan_, flow_run_id, plan_.last_seen, {
         "path": [r.feed.path for r in results],
         "checksum": [r.feed.checksum for r in results],
         "size": [r.feed.size for r in results],
@@ -105,14 +156,60 @@ def record_files(
         "error": [r.error for r in results],
         "items": [r.items for r in results],
         "request_ids": [r.request_ids for r in results],
-        "run_id": [plan_.run_id] * len(results),
-        "flow_run_id": [flow_run_id] * len(results),
-        "seen_at": [now] * len(results),
-    }
-    catalog.lake.ensure()
-    catalog.lake.append(
-        "files", pa.table(rows, schema=FILES), {"catalog_lake.run_id": plan_.run_id}
+    })  # fmt: skip
+
+
+def record_removed(
+    catalog: Catalog, plan_: Plan, paths: list[str], flow_run_id: str | None
+) -> None:
+    """Mark ``paths`` ``removed``: a full refresh deleted their items, the files being gone.
+
+    The lake then holds nothing from them, so the same bytes put back are
+    read again (``Known.unchanged``) rather than skipped as seen.
+    """
+    if not paths:
+        return
+    known = known_files(catalog, plan_.source)
+    _append_files(catalog, plan_, flow_run_id, known.last_seen, {
+        "path": paths,
+        "checksum": [known.latest.get(p, ("", ""))[0] for p in paths],
+        "size": [0] * len(paths),
+        "status": [REMOVED] * len(paths),
+        "error": [None] * len(paths),
+        "items": [0] * len(paths),
+        "request_ids": [[] for _ in paths],
+    })  # fmt: skip
+
+
+def _append_files(
+    catalog: Catalog,
+    plan_: Plan,
+    flow_run_id: str | None,
+    after: datetime | None,
+    columns: dict[str, list],
+) -> None:
+    """Append a source's ``files`` rows, timed after its latest row (``after``).
+
+    Which row of a path is the last decides whether its file is read again
+    (``Known.unchanged``): a clock that stands still (a test's) or steps back
+    (a corrected system clock) must not make an older row look newer.
+    """
+    rows = len(columns["path"])
+    now = catalog.clock()
+    if after is not None and now <= after:
+        now = after + timedelta(microseconds=1)
+    table = pa.table(
+        {
+            "source": [plan_.source] * rows,
+            **columns,
+            "run_id": [plan_.run_id] * rows,
+            "flow_run_id": [flow_run_id] * rows,
+            "seen_at": [now] * rows,
+        },
+        schema=FILES,
     )
+    catalog.lake.ensure()
+    catalog.lake.append("files", table, {"catalog_lake.run_id": plan_.run_id})
 
 
 def record_run(

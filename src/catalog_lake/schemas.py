@@ -178,7 +178,7 @@ FILES = pa_.schema(
         pa_.field("path", pa_.string(), nullable=False),
         pa_.field("checksum", pa_.string(), nullable=False),
         pa_.field("size", pa_.int64(), nullable=False),
-        pa_.field("status", pa_.string(), nullable=False),  # ingested | invalid | error
+        pa_.field("status", pa_.string(), nullable=False),  # ingested | invalid | error | removed
         pa_.field("error", pa_.string()),
         pa_.field("items", pa_.int64()),
         pa_.field("request_ids", STR_LIST),

@@ -57,6 +57,25 @@ FAST_SHIPPING_SECONDS = 24 * 3600
 SYNONYMS_ENV = "CATALOG_LAKE_SYNONYMS"
 
 
+#: Where the flows' runs read feeds, write sync files and read metrics when a run's own
+#: parameter names no place: the worker's environment, else a Prefect variable of the
+#: second name (``flows/catalog_flows.py``, ``stable_place``). A deployment's run works in
+#: a clone of the project that is deleted when it ends, so these must be absolute paths
+#: or object-store URIs there (issue 41).
+PLACES = {
+    "lake": (LAKE_ENV, "catalog_lake_uri"),
+    "source": ("CATALOG_LAKE_SOURCE", "catalog_lake_source"),
+    "target": ("CATALOG_LAKE_SYNC_TARGET", "catalog_lake_sync_target"),
+    "path": ("CATALOG_LAKE_METRICS_PATH", "catalog_lake_metrics_path"),
+}
+
+
+def is_stable_place(place: str) -> bool:
+    """Whether ``place`` names the same thing from any working folder: absolute, or a URI."""
+    text = place.strip()
+    return "://" in text or Path(text).expanduser().is_absolute()
+
+
 def default_lake_uri() -> str:
     """Resolve the lake from the environment, falling back to ``./lake``."""
     return os.environ.get(LAKE_ENV) or DEFAULT_LAKE

@@ -1,0 +1,169 @@
+"""A sync target: a folder or object-store prefix that follows one lake (issue 41).
+
+A target holds the files ``changes.sync`` exports and a small manifest,
+``.catalog-lake-target.json``, that says which lake it follows: the lake's
+URI and identity (``Lake.identity``, its records table's Delta id), and the
+format. The manifest is a dotfile, so a shell glob of the exports passes it
+by. A sync from any other lake is refused, so two lakes never write into one
+folder and no export file name collides. A target is named by its resolved
+place (``key``): ``exports/search`` typed in two working folders is two
+targets, with a cursor each.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+from pyarrow import fs
+
+from .errors import LakeError, UsageError
+from .lake import first_line, is_local
+
+#: The manifest's name inside a target.
+MANIFEST = ".catalog-lake-target.json"
+#: Object stores a target may name; any other ``scheme://`` is refused in one line.
+SCHEMES = ("file", "s3", "gs", "abfs", "az")
+
+Writer = Callable[[IO[str], IO[str] | None], None]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a sync writes: a local folder (absolute) or an object-store prefix."""
+
+    key: str
+
+    @classmethod
+    def of(cls, text: str) -> Target:
+        """The target ``text`` names, resolved; an empty or unknown one is a ``UsageError``."""
+        given = str(text).strip()
+        if not given:
+            raise UsageError("the sync target is empty; name a folder or an s3:// prefix", "target")
+        scheme, sep, _ = given.partition("://")
+        if sep and scheme.lower() not in SCHEMES:
+            raise UsageError(
+                f"sync target {given!r}: {scheme}:// is not a storage this can write "
+                f"(use a folder, or one of {', '.join(s + '://' for s in SCHEMES)})",
+                "target",
+            )
+        if sep and scheme.lower() != "file":
+            return cls(given.rstrip("/"))
+        return cls(Path(given.removeprefix("file://")).expanduser().resolve().as_posix())
+
+    @property
+    def local(self) -> bool:
+        """Whether the target is a folder of this machine."""
+        return is_local(self.key)
+
+    def join(self, name: str) -> str:
+        """A file's place in the target."""
+        return posixpath.join(self.key, name)
+
+    def manifest(self) -> dict[str, Any] | None:
+        """The target's manifest, or None where none was written yet."""
+        text = self._read(self.join(MANIFEST))
+        if text is None:
+            return None
+        try:
+            manifest = json.loads(text)
+            manifest["lake_id"]
+        except (ValueError, TypeError, KeyError):
+            raise LakeError(
+                f"{self.join(MANIFEST)} is not a catalog-lake sync manifest; move it away, or "
+                "sync into another target"
+            ) from None
+        return manifest
+
+    def claim(self, lake_uri: str, lake_id: str, fmt: str, now: datetime) -> dict[str, Any]:
+        """The target's manifest for this lake: written if new, refused if another lake's."""
+        manifest = self.manifest()
+        if manifest is not None:
+            if manifest["lake_id"] != lake_id:
+                raise UsageError(
+                    f"sync target {self.key} follows another lake ({manifest.get('lake')}, id "
+                    f"{manifest['lake_id']}), not this one ({lake_uri}, id {lake_id}); sync into "
+                    f"another target, or empty this one first if this lake replaces that one",
+                    "target",
+                )
+            return manifest
+        manifest = {"lake": lake_uri, "lake_id": lake_id, "format": fmt,
+                    "created_at": now.isoformat()}  # fmt: skip
+        text = json.dumps(manifest, indent=2) + "\n"
+        self.write(self.join(MANIFEST), None, lambda out, _: out.write(text))
+        return manifest
+
+    def write(self, path: str, deletes_path: str | None, write: Writer) -> None:
+        """Write a range's files whole: beside their place and moved in, or put at once.
+
+        ``write(out, side)`` writes the body to ``out`` and the deletions, when
+        ``deletes_path`` is given, to ``side``.
+        """
+        if self.local:
+            local = Path(path.removeprefix("file://"))
+            local.parent.mkdir(parents=True, exist_ok=True)
+            partial = local.with_name(local.name + ".partial")
+            extra = Path(deletes_path.removeprefix("file://")) if deletes_path else None
+            try:
+                with partial.open("w", encoding="utf-8") as out:
+                    if extra is not None:
+                        with extra.with_name(extra.name + ".partial").open("w") as side:
+                            write(out, side)
+                        extra.with_name(extra.name + ".partial").replace(extra)
+                    else:
+                        write(out, None)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+            partial.replace(local)
+            return
+        filesystem, _ = self._filesystem(path)
+        with tempfile.TemporaryDirectory() as scratch:  # written whole first: then one put each
+            body, side = Path(scratch) / "body", Path(scratch) / "deletes"
+            with body.open("w", encoding="utf-8") as out, side.open("w", encoding="utf-8") as sd:
+                write(out, sd if deletes_path else None)
+            try:
+                uploads = [(side, deletes_path)] if deletes_path else []
+                for local_file, remote in [*uploads, (body, path)]:
+                    with (
+                        local_file.open("rb") as source,
+                        filesystem.open_output_stream(self._filesystem(remote)[1]) as out,
+                    ):
+                        shutil.copyfileobj(source, out)
+            except (OSError, pa.ArrowException) as exc:
+                raise LakeError(f"cannot write {path}: {first_line(exc)}") from None
+
+    def _read(self, path: str) -> str | None:
+        if self.local:
+            try:
+                return Path(path.removeprefix("file://")).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise LakeError(f"cannot read {path}: {exc}") from None
+        filesystem, key = self._filesystem(path)
+        try:
+            if filesystem.get_file_info(key).type == fs.FileType.NotFound:
+                return None
+            with filesystem.open_input_stream(key) as stream:
+                return stream.read().decode("utf-8", errors="replace")
+        except (OSError, pa.ArrowException) as exc:
+            raise LakeError(f"cannot read {path}: {first_line(exc)}") from None
+
+    @staticmethod
+    def _filesystem(path: str) -> tuple[fs.FileSystem, str]:
+        try:
+            return fs.FileSystem.from_uri(path)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise UsageError(f"sync target {path}: {first_line(exc)}", "target") from None
+
+
+__all__ = ["MANIFEST", "Target"]
