@@ -13,11 +13,14 @@ export PREFECT_LOGGING_LEVEL ?= WARNING
 
 .PHONY: setup demo test lint bench bench-peers clean
 
+# pip shows each package as it comes: the first install takes a few minutes, later ones none.
 $(STAMP): pyproject.toml constraints.txt
+	@echo "Installing the pinned working set into $(VENV) (the first time takes a few minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install --progress-bar off -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
+	@echo "Installed: $(VENV) is ready"
 
 setup: $(STAMP)
 

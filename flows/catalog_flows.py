@@ -59,6 +59,7 @@ from catalog_lake.settings import (  # noqa: E402
     lake_limit_name,
 )
 from catalog_lake.summary import WARNING_ITEMS_KEY, run_failed, summary_markdown  # noqa: E402
+from catalog_lake.terminal import file_line  # noqa: E402
 from catalog_lake.workers import LOCAL_HTTP  # noqa: E402
 
 IO_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30]}
@@ -190,7 +191,7 @@ def ingest_task(
 
     def progress(event: str, **info: Any) -> None:
         if event == "file":
-            logger.info("%s: %s, %d items", info["file"], info["status"], info["items"])
+            logger.info("%s", file_line(info))
 
     return feeds.ingest(
         Catalog(lake),
@@ -312,6 +313,14 @@ def ingest(
     run_id = str(flow_run.id) if flow_run.id else None
     arguments = (lake, source, pattern, batch_size, force, run_id, group_items)
     refresh = None
+    shaped = (refresh_scope != "source", refresh_category is not None,
+              max_delete_share != DEFAULT_MAX_DELETE_SHARE, allow_mass_delete)  # fmt: skip
+    if any(shaped) and not full_refresh:
+        raise UsageError(
+            "refresh_scope, refresh_category, max_delete_share and allow_mass_delete only "
+            "apply to a refresh: set full_refresh=true",
+            "full_refresh",
+        )
     if full_refresh:  # checked here, so a wrong scope fails before any file is read
         refresh = dataclasses.asdict(
             Refresh(refresh_scope, refresh_category, max_delete_share, allow_mass_delete)

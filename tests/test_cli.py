@@ -46,7 +46,7 @@ def test_push_of_broken_json_names_the_file_and_the_problem(run, tmp_path):
     assert result.exit_code == 1
     assert result.stderr == (
         f"catalog-lake: error: {broken}: push refused (invalid_json): payload is not valid "
-        "JSON: Expecting value at line 1 column 12\n"
+        "JSON: Expecting value at column 12\n"
     )
 
 
@@ -259,3 +259,190 @@ def test_history_versions(run):
     run("push", str(FEEDS / "food.json"))
     rows = [json.loads(line) for line in run("history", "--versions", "--json").stdout.splitlines()]
     assert {(r["table"], r["operation"]) for r in rows} >= {("raw", "WRITE"), ("items", "WRITE")}
+
+
+# --- what a newcomer meets first (issue 41) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["records", "--limit", "abc"], "Invalid value for '--limit': Input should be a valid "
+         "integer, unable to parse string as an integer (see 'catalog-lake records --help')"),
+        (["ingest", "x", "--max-delete-share", "1.5"], "Invalid value for '--max-delete-share': "
+         "Input should be less than or equal to 1 (see 'catalog-lake ingest --help')"),
+        (["records", "--colums", "x"], "No such option: --colums (Possible options: --columns) "
+         "(see 'catalog-lake records --help')"),
+        (["injest"], "No such command 'injest'. Did you mean 'ingest'? (see 'catalog-lake --help')"),
+        (["records", "--limit", "0"], "Invalid value for '--limit': Input should be greater than "
+         "or equal to 1 (see 'catalog-lake records --help')"),
+    ],
+)  # fmt: skip
+def test_every_usage_error_is_one_line_and_exit_2_the_frameworks_own_too(tmp_path, argv, message):
+    """Through the console script itself, as a user types it."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run(
+        [str(Path(sys.executable).with_name("catalog-lake")), *argv],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout, ran.stderr) == (2, "", f"catalog-lake: error: {message}\n")
+    assert not (tmp_path / "lake").exists()
+
+
+def test_a_bare_command_still_shows_the_help(run):
+    result = run()
+    assert result.exit_code == 2 and "Usage: catalog-lake" in result.output
+
+
+@pytest.mark.parametrize("command", ["export", "changes", "index-settings"])
+def test_json_prints_the_summary_and_the_data_goes_to_output(run, tmp_path, command):
+    assert run("ingest", str(FEEDS)).exit_code == 0
+    data = tmp_path / "data.out"
+    argv = {
+        "export": ["export", "--format", "algolia"],
+        "changes": ["changes", "--since", "0"],
+        "index-settings": ["index-settings", "--format", "meilisearch"],
+    }[command]
+    result = run(*argv, "--json", "--output", str(data))
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["output"] == str(data) and data.stat().st_size > 0
+    if command == "export":
+        assert summary["records"] == 14 and len(json.loads(data.read_text())["requests"]) == 14
+    if command == "changes":
+        assert (summary["upserts"], summary["deletes"]) == (14, 0)
+        assert len(data.read_text().splitlines()) == 14
+    if command == "index-settings":
+        assert "rankingRules" in json.loads(data.read_text())
+
+    no_file = run(*argv, "--json")
+    assert no_file.exit_code == 2 and no_file.stdout == ""
+    assert no_file.stderr == (
+        "catalog-lake: error: --json prints a summary on standard output: name the data's "
+        "file with --output\n"
+    )
+
+
+def test_an_empty_source_says_0_files_and_creates_no_lake(run, tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = run("ingest", str(tmp_path / "empty"))
+    assert result.exit_code == 0
+    assert (
+        f"0 files: nothing under {tmp_path / 'empty'} matches '**/*'; no lake was created"
+        in result.stdout
+    )
+    assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--refresh-scope", "all"], "--refresh-scope"),
+        (["--refresh-category", "FASHION"], "--refresh-category"),
+        (["--max-delete-share", "0.5", "--allow-mass-delete"],
+         "--max-delete-share, --allow-mass-delete"),
+    ],
+)  # fmt: skip
+def test_refresh_options_without_a_full_refresh_are_refused(run, tmp_path, options, named):
+    result = run("ingest", str(FEEDS), *options)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"catalog-lake: error: {named} only apply to a refresh: add --full-refresh\n"
+    )
+    assert not (tmp_path / "lake").exists()
+
+
+def test_the_flow_refuses_refresh_options_without_a_full_refresh(tmp_path):
+    from flows.catalog_flows import ingest
+
+    from catalog_lake import UsageError
+
+    with pytest.raises(UsageError, match="only apply to a refresh: set full_refresh=true"):
+        ingest.fn(source=str(FEEDS), lake=str(tmp_path / "lake"), allow_mass_delete=True)
+    assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("engine", ["jsonl", "algolia", "elasticsearch", "opensearch"])
+def test_deletes_output_is_refused_where_deletes_go_inline(run, tmp_path, engine):
+    run("push", str(FEEDS / "grocery.json"))
+    result = run("changes", "--since", "0", "--format", engine, "--deletes-output",
+                 str(tmp_path / "deletes.json"), "--output", str(tmp_path / "out"))  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "catalog-lake: error: --deletes-output is for meilisearch and typesense, whose "
+        f"deletions go in a request of their own; {engine} writes them in --output with the "
+        "upserts\n"
+    )
+    assert not (tmp_path / "deletes.json").exists() and not (tmp_path / "out").exists()
+
+
+def test_help_shows_no_value_on_flags_and_says_what_it_means(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    records = run("records", "--help").output
+    assert "<bool>" not in records and "<bool>" not in run("--help").output
+    assert "<int range>" in records  # options that take a value still show it
+    assert "(default: a readable set in a table, all of them with --json)" in records
+    assert ".json, .jsonl, .ndjson, .gz of any of them" in run("ingest", "--help").output
+
+
+def test_listing_titles_count_the_rows_shown_of_the_total(run):
+    run("ingest", str(FEEDS))
+    assert run("rejects", "--limit", "1").stdout.startswith("rejects (1 of 2)")
+    assert run("rejects").stdout.startswith("rejects (2)")
+    assert run("warnings", "--limit", "2").stdout.startswith("items stored with warnings (2 of ")
+    assert run("history", "--limit", "3").stdout.startswith("pushes and deletes (3 of 7)")
+
+
+@pytest.mark.parametrize("command", ["rejects", "warnings"])
+def test_an_unknown_code_is_refused_with_the_known_codes(run, command):
+    run("ingest", str(FEEDS))
+    result = run(command, "--code", "nosuchcode")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(
+        "catalog-lake: error: --code 'nosuchcode' is no error code; the codes are: "
+        "missing_required_field, invalid_type,"
+    )
+    assert "invalid_price" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_file_line_counts_one_item_as_one(run):
+    from catalog_lake.terminal import file_line
+
+    assert file_line({"file": "a.json", "status": "ingested", "items": 1}) == (
+        "a.json: ingested, 1 item"
+    )
+    assert file_line({"file": "b.json", "status": "ingested", "items": 2,
+                      "already_stored": 1}) == (
+        "b.json: ingested, 2 items, 1 already stored by an interrupted run"
+    )  # fmt: skip
+
+
+def test_the_progress_bar_counts_items_read_before_the_first_commit(monkeypatch):
+    import sys
+
+    from catalog_lake.terminal import IngestProgress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    with IngestProgress() as progress:
+        progress("plan", files=1, skipped=0, reasons={}, bytes=28_000_000)
+        for done in (10_000, 20_000):
+            progress("parsed", file="big.json", items=done, total=20_000, bytes=28_000_000)
+        (task,) = progress.bar.tasks
+        assert (task.fields["read"], task.fields["items"]) == ("20,000", "0")
+        progress("batch", file="big.json", items=1_000, bytes=28_000_000, batches=20)
+        (task,) = progress.bar.tasks
+        assert (task.fields["read"], task.fields["items"]) == ("20,000", "1,000")
+
+
+def test_make_setup_says_what_it_installs_and_shows_pip_at_work(tmp_path):
+    import subprocess
+
+    shown = subprocess.run(
+        ["make", "-n", "setup", f"VENV={tmp_path / 'venv'}"],
+        cwd=Path(__file__).parents[1], capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "Installing the pinned working set into" in shown
+    (install,) = [line for line in shown.splitlines() if "-e \".[dev]\"" in line]
+    assert "--quiet" not in install and "-c constraints.txt" in install

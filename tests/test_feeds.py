@@ -132,7 +132,7 @@ def test_files_are_split_into_batches_each_a_push(catalog, tmp_path):
         (
             "broken.json",
             b'{"items": [',
-            "payload is not valid JSON: Expecting value at line 1 column 12",
+            "payload is not valid JSON: Expecting value at column 12",
         ),
         (
             "list.json",
@@ -140,7 +140,12 @@ def test_files_are_split_into_batches_each_a_push(catalog, tmp_path):
             "a .json feed must be a JSON object with an 'items' list, got a list",
         ),
         ("lines.jsonl", b'{"client_item_id": "x"}\n[1]\n', "line 2: an item must be a JSON object"),
-        ("badline.jsonl", b'{"a": 1}\n{oops\n', "line 2: payload is not valid JSON"),
+        (  # one line number: the line's, and a column in it
+            "badline.jsonl",
+            b'{"a": 1}\n{oops\n',
+            "line 2: payload is not valid JSON: Expecting property name enclosed in double "
+            "quotes at column 2",
+        ),
         ("zipped.json.gz", b"not gzip", "not a readable gzip file"),
     ],
 )

@@ -137,4 +137,32 @@ def test_readme_shell_session_prints_what_it_shows(tmp_path, number):
             text=True,
             timeout=120,
         )
-        assert _matches(expected, done.stdout), f"$ {command}\n{done.stdout}"
+        # The sessions run in /home/me/shop, as the README shows where a path is printed.
+        shown = done.stdout.replace(str(tmp_path), "/home/me/shop")
+        assert _matches(expected, shown), f"$ {command}\n{shown}"
+
+
+# --- the code's pointers into the documents lead somewhere ------------------------------
+
+POINTER = re.compile(r'\((README|docs/[\w-]+\.md)((?:,?\s+(?:and\s+)?"[^"]+")+)\)')
+
+
+def _pointers() -> list[tuple[str, str, str]]:
+    found = []
+    for path in [*(ROOT / "src").rglob("*.py"), *(ROOT / "flows").glob("*.py")]:
+        for document, names in POINTER.findall(path.read_text()):
+            for name in re.findall(r'"([^"]+)"', names):
+                name = " ".join(name.split())  # a docstring may break it across lines
+                found.append((path.relative_to(ROOT).as_posix(), document, name))
+    return found
+
+
+def test_every_section_the_code_points_to_is_a_heading_of_that_document():
+    pointers = _pointers()
+    assert len(pointers) > 10
+    for source, document, name in pointers:
+        file = ROOT / ("README.md" if document == "README" else document)
+        headings = re.findall(r"^#+ (.+)$", file.read_text(), re.M)
+        assert any(h == name or h.startswith(f"{name} (") for h in headings), (
+            f"{source} points to {document}, {name!r}: no such heading"
+        )

@@ -26,6 +26,7 @@ from .errors import CatalogLakeError, UsageError
 from .lake import STORE_ERRORS
 from .terminal import (
     IngestProgress,
+    counted,
     done,
     listed,
     out,
@@ -66,6 +67,16 @@ class _OneLineErrors(TyperGroup):
             return code
         sys.exit(code if isinstance(code, int) else 0)
 
+    def get_command(self, ctx, cmd_name):  # noqa: D102 - see the class
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _valueless_flags(command, ctx)
+        return command
+
+    def format_help(self, ctx, formatter):  # noqa: D102 - see the class
+        _valueless_flags(self, ctx)
+        return super().format_help(ctx, formatter)
+
     def invoke(self, ctx):  # noqa: D102 - see the class
         try:
             return super().invoke(ctx)
@@ -84,6 +95,13 @@ class _OneLineErrors(TyperGroup):
         except KeyboardInterrupt:
             print("interrupted: run the same command again to resume", file=sys.stderr)
             raise typer.Exit(130) from None
+
+
+def _valueless_flags(command, ctx) -> None:
+    """A flag takes no value, so its help shows none: typer 0.29 would show ``<bool>``."""
+    for param in [*command.params, command.get_help_option(ctx)]:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
 
 
 def _broken_pipe(exc: BaseException) -> bool:
@@ -269,11 +287,11 @@ def records(
     columns: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated columns to show, or '*' for all "
-            "[default: a readable set in a table, all with --json]."
+            help="Comma-separated columns to show, or '*' for all (default: a readable set "
+            "in a table, all of them with --json)."
         ),
     ] = None,
-    limit: Annotated[int, typer.Option(min=0, help="At most this many records.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many records.")] = 20,
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
     ] = None,
@@ -302,7 +320,7 @@ def rejects(
     code: Annotated[
         str | None, typer.Option(help="Only items failing with this error code.")
     ] = None,
-    limit: Annotated[int, typer.Option(min=0, help="At most this many rejected items.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many rejected items.")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Show rejected items with their error codes and messages."""
@@ -316,7 +334,7 @@ def warnings(
     storage_option: StorageOptions = None,
     request_id: Annotated[str | None, typer.Option(help="Only this push.")] = None,
     code: Annotated[str | None, typer.Option(help="Only items warned with this code.")] = None,
-    limit: Annotated[int, typer.Option(min=0, help="At most this many items.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many items.")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """Show items stored with warnings: each value dropped or repaired, as sent."""
@@ -328,7 +346,7 @@ def warnings(
 def history(
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
-    limit: Annotated[int, typer.Option(min=0, help="Rows of each kind to show.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="Rows of each kind to show.")] = 20,
     versions: Annotated[
         bool, typer.Option("--versions", help="Show table versions instead of pushes.")
     ] = False,
@@ -354,12 +372,19 @@ def history(
     ]
     view = frame[columns].sort_values("received_at", ascending=False).head(limit)
     view = view.assign(duration_ms=view["duration_ms"].round(1))
-    show(view, as_json, f"pushes and deletes ({len(frame)})")
+    show(view, as_json, f"pushes and deletes ({counted(len(view), len(frame))})")
 
 
 @app.command()
 def ingest(
-    source: Annotated[str, typer.Argument(help="Folder (or file) of feeds: .json, .jsonl, .gz.")],
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Folder (or file) of feeds: .json, .jsonl, .ndjson, .gz of any of them, and "
+            "deletion lists (.delete.jsonl); or an s3:// prefix."
+        ),
+    ],
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
     pattern: Annotated[str, typer.Option(help="Glob under SOURCE.")] = "**/*",
@@ -422,6 +447,9 @@ def ingest(
     from .feeds import ingest as run_ingest
     from .summary import run_failed, summary_markdown
 
+    given = [f"--{name.replace('_', '-')}" for name in REFRESH_OPTIONS if _given(ctx, name)]
+    if given and not full_refresh:
+        raise fail(f"{', '.join(given)} only apply to a refresh: add --full-refresh", 2)
     catalog = _catalog(lake, storage_option)
     try:
         refresh = (
@@ -455,6 +483,16 @@ def ingest(
         out.print(summary_markdown(summary), markup=False, highlight=False)
     if run_failed(summary):
         raise typer.Exit(1)
+
+
+#: ``ingest``'s options that shape a full refresh, and mean nothing without one.
+REFRESH_OPTIONS = ("refresh_scope", "refresh_category", "max_delete_share", "allow_mass_delete")
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the command line (or the environment) set ``name``, not its default."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
 
 
 @app.command()
@@ -604,6 +642,22 @@ def _to_output(output: str, write):
         return write(handle)
 
 
+SummaryJson = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print a JSON summary on standard output; the data goes to --output FILE."
+    ),
+]
+
+
+def _summary_on_stdout(as_json: bool, output: str) -> None:
+    """With ``--json`` the summary takes standard output, so the data needs a file."""
+    if as_json and output == "-":
+        raise fail(
+            "--json prints a summary on standard output: name the data's file with --output", 2
+        )
+
+
 @app.command()
 def export(
     engine: FormatOption,
@@ -613,15 +667,19 @@ def export(
     ] = None,
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
+    as_json: SummaryJson = False,
 ) -> None:
     """Write every record in a search engine's import format (README, "Search engines")."""
+    _summary_on_stdout(as_json, output)
     catalog = _catalog(lake, storage_option)
     try:
         count = _to_output(output, lambda stream: catalog.export(engine, stream, as_of))
     except CatalogLakeError as exc:
         usage = str(exc).startswith(("unknown format", "--as-of"))
         raise fail(str(exc), 2 if usage else 1) from None
-    if output != "-":
+    if as_json:
+        print_json({"format": engine, "records": count, "output": output, "as_of": as_of})
+    elif output != "-":
         print(f"{count:,} records written to {output}", file=sys.stderr)
 
 
@@ -706,14 +764,21 @@ def changes(
     ] = None,
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
+    as_json: SummaryJson = False,
 ) -> None:
     """Write the records upserted and deleted between two versions, one operation per object."""
-    from .changes import write_changes
+    from .changes import SEPARATE_DELETES, write_changes
     from .exports import require_format
 
+    _summary_on_stdout(as_json, output)
     catalog = _catalog(lake, storage_option)
     try:
         require_format(engine)
+        if deletes_output and engine not in SEPARATE_DELETES:
+            raise UsageError(
+                f"--deletes-output is for {' and '.join(SEPARATE_DELETES)}, whose deletions go "
+                f"in a request of their own; {engine} writes them in --output with the upserts"
+            )
         found = catalog.changes(since, until)
         if deletes_output:
             with _written(deletes_output) as side:
@@ -721,9 +786,17 @@ def changes(
         else:
             _to_output(output, lambda stream: write_changes(found, engine, stream))
     except CatalogLakeError as exc:
-        usage = str(exc).startswith(("unknown format", "--since", "--until", "meilisearch",
-                                     "typesense"))  # fmt: skip
+        usage = isinstance(exc, UsageError) or str(exc).startswith(
+            ("unknown format", "--since", "--until", "meilisearch", "typesense")
+        )
         raise fail(str(exc), 2 if usage else 1) from None
+    if as_json:
+        print_json(
+            {"format": engine, "since": found.since, "until": found.until,
+             "upserts": found.upserts.num_rows, "deletes": len(found.deletes),
+             "output": output, "deletes_output": deletes_output}
+        )  # fmt: skip
+        return
     sys.stdout.flush()  # the changes first, then the count, in a pipe too
     print(
         f"versions {found.since} to {found.until}: {found.upserts.num_rows:,} upserts, "
@@ -827,6 +900,7 @@ def index_settings(
         ),
     ],
     output: OutputOption = "-",
+    as_json: SummaryJson = False,
 ) -> None:
     """Write a search engine's index settings from SPEC 2.1's attribute roles (no lake needed).
 
@@ -836,14 +910,19 @@ def index_settings(
     """
     from .exports import index_settings as settings_of
 
+    _summary_on_stdout(as_json, output)
     try:
-        text = json.dumps(settings_of(engine), indent=2, ensure_ascii=False) + "\n"
+        settings_ = settings_of(engine)
     except CatalogLakeError as exc:
         raise fail(str(exc), 2) from None
+    text = json.dumps(settings_, indent=2, ensure_ascii=False) + "\n"
     if output == "-":
         sys.stdout.write(text)
-    else:
-        Path(output).write_text(text, encoding="utf-8")
+        return
+    with _written(output) as handle:
+        handle.write(text)
+    if as_json:
+        print_json({"format": engine, "output": output, "settings": sorted(settings_)})
 
 
 def main() -> None:

@@ -515,8 +515,11 @@ def ingest(
     # The source is looked at before the lake is touched: a mistyped source
     # stops the run in one line and creates nothing.
     plan_ = plan(catalog, source, pattern, force)
+    found = len(plan_.to_ingest) + len(plan_.skipped) + len(plan_.refused)
+    # An empty source writes nothing where there is no lake yet: no nine empty tables.
+    writes = not dry_run and (found > 0 or catalog.lake.exists())
     repaired = []
-    if not dry_run:
+    if writes:
         catalog.lake.ensure()
         # A push interrupted earlier (a killed run) is finished before new work.
         repaired = [
@@ -549,7 +552,7 @@ def ingest(
         dry_run,
         seen,
     )
-    if not dry_run:
+    if writes:
         _recorded(
             lambda: record_files(catalog, plan_, results, flow_run_id),
             "the files it read",
@@ -564,11 +567,16 @@ def ingest(
         skipped_reasons=plan_.reasons,
     )
     summary["repaired"] = repaired
+    if not found:
+        summary["note"] = f"0 files: nothing under {plan_.source} matches {pattern!r}" + (
+            "" if writes or dry_run else "; no lake was created"
+        )
     if refresh is not None:
         summary["refresh"] = _refreshed(catalog, refresh, plan_, results, seen or set(),
                                         dry_run, flow_run_id)  # fmt: skip
     if dry_run:
         summary[DRY_RUN_KEY] = True
+    if not writes:
         return summary
     _recorded(
         lambda: record_run(catalog, "ingest", plan_.run_id, started_at, summary, flow_run_id),

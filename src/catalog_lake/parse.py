@@ -277,9 +277,12 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
                 # its text (``flat.HugeInt``). Only then, so no other payload pays for a hook.
                 return json.loads(payload, parse_int=json_int, **hooks)
         except json.JSONDecodeError as exc:
+            # A one-line payload (a JSON Lines item, which its reader numbers) has a column;
+            # only a document of several lines has a line of its own to name.
+            several = "\n" in exc.doc.rstrip("\r\n")
+            where = f"line {exc.lineno} column {exc.colno}" if several else f"column {exc.colno}"
             raise PushError(
-                "invalid_json",
-                f"payload is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                "invalid_json", f"payload is not valid JSON: {exc.msg} at {where}"
             ) from None
         except RecursionError:
             raise PushError(

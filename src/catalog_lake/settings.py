@@ -43,7 +43,7 @@ MAX_COUNT = 10**12
 
 #: Service ids per partition of the items and records tables (``id_block``).
 #: A push rewrites only the blocks of the items it updates, so the cost of
-#: an update follows the push, not the lake (README, "Table layout").
+#: an update follows the push, not the lake (docs/design.md, "Table layout").
 ID_BLOCK_SIZE = 2_048
 
 #: Attempts at a fenced commit (ids, pushes) that keeps losing to other writers. With

@@ -226,6 +226,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"{len(files['failed'])} | {summary['duration_s']} | "
         f"{summary['items_per_second'] or '-'} |",
     ]
+    if summary.get("note"):
+        lines += ["", summary["note"]]
     if totals.get("already_stored"):
         lines += [
             "",

@@ -16,7 +16,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .errors import one_line
+from .errors import ErrorCode, UsageError, one_line
 
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
@@ -75,7 +75,15 @@ def cell(value: Any) -> str:
 
 
 def listed(frame, request_id, code, limit, as_json, column, said, title) -> None:
-    """``rejects`` and ``warnings``: items of one push or code, as JSON or as a table."""
+    """``rejects`` and ``warnings``: items of one push or code, as JSON or as a table.
+
+    A code that no item could carry is a usage error that lists the codes,
+    rather than an empty table that looks like good news.
+    """
+    if code and code not in set(ErrorCode):
+        raise UsageError(
+            f"--code {code!r} is no error code; the codes are: {', '.join(ErrorCode)}", "code"
+        )
     if request_id:
         frame = frame[frame["request_id"] == request_id]
     if code:
@@ -91,7 +99,12 @@ def listed(frame, request_id, code, limit, as_json, column, said, title) -> None
             column: frame[column].map(lambda entries: "; ".join(map(said, entries))),
         }
     )
-    show(view.head(limit), False, f"{title} ({len(frame)})")
+    show(view.head(limit), False, f"{title} ({counted(min(limit, len(frame)), len(frame))})")
+
+
+def counted(shown: int, total: int) -> str:
+    """A listing's title count: the rows shown, and the total when the list was cut."""
+    return f"{shown:,}" if shown == total else f"{shown:,} of {total:,}"
 
 
 def refused(error: dict[str, Any]) -> str:
@@ -112,8 +125,10 @@ class IngestProgress:
 
     The bar measures feed bytes: half of a file's as its batches are parsed,
     half as they are written, so it moves once per batch at least (not once
-    per 20,000-item commit) and can show an ETA; the item count and rate cover
-    items written, not those an interrupted run had stored.
+    per 20,000-item commit) and can show an ETA. It counts items twice: those
+    read (parsed) so far, which moves from the first part of the first file on,
+    and those stored, whose rate it shows; a run's first commit comes only
+    after its first group of 20,000 items is read and checked (issue 41).
     """
 
     def __enter__(self):
@@ -132,7 +147,10 @@ class IngestProgress:
                 TextColumn("{task.description}"),
                 BarColumn(),
                 DownloadColumn(),
-                TextColumn("{task.fields[items]} items, {task.fields[rate]} items/s"),
+                TextColumn(
+                    "{task.fields[read]} read, {task.fields[items]} stored, "
+                    "{task.fields[rate]} items/s"
+                ),
                 TimeElapsedColumn(),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
@@ -141,6 +159,9 @@ class IngestProgress:
             self.bar.start()
         self.task = None
         self.items = 0
+        #: Items read so far, and of each file (its latest ``parsed`` event).
+        self.read = 0
+        self.parsed: dict[str, int] = {}
         #: Bytes of each file the bar has been advanced by (``_advance``).
         self.shown: dict[str, float] = {}
         self.started = time.perf_counter()
@@ -150,26 +171,31 @@ class IngestProgress:
         """Take one event of the run (``plan``, ``read``, ``batch``, ``file``) and show it."""
         if event == "batch" and not info.get("already_stored"):
             self.items += info["items"]
+        elif event == "parsed":
+            self.read += info["items"] - self.parsed.get(info["file"], 0)
+            self.parsed[info["file"]] = info["items"]
         rate = f"{self.items / max(time.perf_counter() - self.started, 1e-9):,.0f}"
         if self.bar is None:
             if event == "plan":
                 print(plan_line(info), file=sys.stderr)
             elif event == "file":
-                again = info.get("already_stored") or 0
-                note = f", {again:,} already stored by an interrupted run" if again else ""
-                print(
-                    f"{info['file']}: {info['status']}, {count(info['items'], 'item')}{note} "
-                    f"({rate} items/s)",
-                    file=sys.stderr,
-                )
+                print(f"{file_line(info)} ({rate} items/s)", file=sys.stderr)
             return
         if event == "plan":
             self.task = self.bar.add_task(
-                f"{info['files']:,} files", total=info.get("bytes") or None, items="0", rate="0"
+                f"{info['files']:,} files",
+                total=info.get("bytes") or None,
+                read="0",
+                items="0",
+                rate="0",
             )
         elif self.task is not None:
             self.bar.update(
-                self.task, advance=self._advance(event, info), items=f"{self.items:,}", rate=rate
+                self.task,
+                advance=self._advance(event, info),
+                read=f"{self.read:,}",
+                items=f"{self.items:,}",
+                rate=rate,
             )
 
     def _advance(self, event: str, info: dict[str, Any]) -> float:
@@ -195,6 +221,13 @@ class IngestProgress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def file_line(info: dict[str, Any]) -> str:
+    """One file's outcome, as the CLI and the flow's log say it: ``a.json: ingested, 1 item``."""
+    again = info.get("already_stored") or 0
+    note = f", {again:,} already stored by an interrupted run" if again else ""
+    return f"{info['file']}: {info['status']}, {count(info['items'], 'item')}{note}"
 
 
 def count(number: int, noun: str) -> str:
