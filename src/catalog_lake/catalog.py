@@ -435,6 +435,7 @@ class Catalog:
         from .search import SearchIndex
 
         if self._search is None or self._search.lake is not self.lake:
+            self.lake.require()  # no lake: say so, and make no index folder for it
             self._search = SearchIndex(self.lake)
         return self._search.search(
             query,

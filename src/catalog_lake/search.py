@@ -118,6 +118,8 @@ class SearchIndex:
         self.schema = _schema(tantivy)
         self._index: Any = None
         self.version: int | None = None
+        #: The identity of the lake the index holds (``Lake.identity``), saved in its state.
+        self.lake_id: str | None = None
         #: The whole index's counts and facets, for the version they were taken at.
         self._whole: dict[tuple[Any, ...], dict[str, Any]] = {}
 
@@ -127,16 +129,23 @@ class SearchIndex:
         """Bring the index to the lake's latest records version; what it took.
 
         Applies the changes since the version it holds; builds it whole when it
-        is missing, from another format, or behind what the lake still keeps.
+        is missing, from another format, behind what the lake still keeps, or
+        made for another lake. A path names a place, not a lake: an index is
+        bound to its lake's identity (``Lake.identity``), so a lake made again
+        at the same path, or an index folder copied beside another lake, is
+        rebuilt rather than searched (issue 42).
         """
         started = time.perf_counter()
         if self._index is not None and self.lake.is_latest("records", self.version):
             return {"action": "current", "version": self.version, "seconds": 0.0}
         table = self.lake.table("records")
         latest = table.version() if table is not None else None
+        self.lake_id = table.metadata().id if table is not None else None
         if self._index is None and not self._opened():
             return self._rebuilt(latest, started, "built")
         state = self._state()
+        if state is not None and state.get("lake_id") != self.lake_id:
+            return self._rebuilt(latest, started, "rebuilt")
         if state is None or state["version"] is None or latest is None:
             if state is not None and state["version"] == latest:
                 return {"action": "current", "version": latest, "seconds": 0.0}
@@ -193,6 +202,8 @@ class SearchIndex:
         return aggregated
 
     def _rebuilt(self, latest: int | None, started: float, action: str) -> dict[str, Any]:
+        if self.folder.is_symlink() or self.folder.is_file():
+            self.folder.unlink()  # the index is only ever a copy: whatever stands there goes
         shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._index = self.t.Index(self.schema, path=str(self.folder))
@@ -233,7 +244,9 @@ class SearchIndex:
     def _save(self, version: int | None) -> None:
         self._index.reload()
         self.version = version
-        text = json.dumps({"format": _FORMAT, "version": version, "lake": self.lake.uri})
+        text = json.dumps(
+            {"format": _FORMAT, "version": version, "lake": self.lake.uri, "lake_id": self.lake_id}
+        )
         partial = self.folder / "catalog-lake.json.partial"
         partial.write_text(text)
         partial.replace(self.folder / "catalog-lake.json")

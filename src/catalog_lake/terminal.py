@@ -131,8 +131,18 @@ class IngestProgress:
     after its first group of 20,000 items is read and checked (issue 41).
     """
 
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.task = None
+        self.items = 0
+        #: Items read so far, and of each file (its latest ``parsed`` event).
+        self.read = 0
+        self.parsed: dict[str, int] = {}
+        #: Bytes of each file the bar has been advanced by (``_advance``).
+        self.shown: dict[str, float] = {}
+        self.started = time.perf_counter()
+
     def __enter__(self):
-        self.bar = None
         if sys.stderr.isatty():
             from rich.progress import (
                 BarColumn,
@@ -157,13 +167,6 @@ class IngestProgress:
                 console=Console(stderr=True),
             )
             self.bar.start()
-        self.task = None
-        self.items = 0
-        #: Items read so far, and of each file (its latest ``parsed`` event).
-        self.read = 0
-        self.parsed: dict[str, int] = {}
-        #: Bytes of each file the bar has been advanced by (``_advance``).
-        self.shown: dict[str, float] = {}
         self.started = time.perf_counter()
         return self
 
