@@ -444,5 +444,5 @@ def test_make_setup_says_what_it_installs_and_shows_pip_at_work(tmp_path):
         cwd=Path(__file__).parents[1], capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "Installing the pinned working set into" in shown
-    (install,) = [line for line in shown.splitlines() if "-e \".[dev]\"" in line]
+    (install,) = [line for line in shown.splitlines() if '-e ".[dev]"' in line]
     assert "--quiet" not in install and "-c constraints.txt" in install

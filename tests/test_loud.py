@@ -489,3 +489,135 @@ def test_a_real_full_disk_stops_the_run_in_one_line_and_a_rerun_finishes(small_d
     assert summary["totals"]["received"] == 3_600  # no file was recorded: all are read again
     assert len(catalog.items()) == 3_600
     assert check(catalog, derive=False)["ok"]
+
+
+# --- one line at the new edges (issue 42) -----------------------------------------------
+
+TOO_BIG = "99999999999999999999999"
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        f"object_id = {TOO_BIG}",
+        f"object_id = -{TOO_BIG}",
+        f"inventory > {TOO_BIG}",
+        f"length(product_name) = {TOO_BIG}",
+        f"object_id IN (1, {TOO_BIG})",
+        f"inventory BETWEEN 0 AND {TOO_BIG}",
+        f"NOT (likes < {TOO_BIG})",
+        "sales >= 1e30",
+    ],
+)
+def test_a_whole_number_past_64_bits_in_where_is_refused_in_one_line(run, where):
+    run("push", str(Path(__file__).parents[1] / "data" / "feeds" / "grocery.json"))
+    result = run("records", "--where", where)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"catalog-lake: error: --where {where!r} is refused: ")
+    assert (
+        "is out of range: a whole number here lies between -9,223,372,036,854,775,808 and "
+        "9,223,372,036,854,775,807" in result.stderr
+    )
+    assert result.stderr.count("\n") == 1
+
+
+def test_the_largest_64_bit_number_is_still_a_number(run):
+    run("push", str(Path(__file__).parents[1] / "data" / "feeds" / "grocery.json"))
+    result = run("records", "--where", "object_id < 9223372036854775807", "--json")
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"where": 5}, "where must be SQL text, not int"),
+        ({"where": ["price > 1"]}, "where must be SQL text, not list"),
+        ({"columns": "price"}, "columns must be a list of column names"),
+        ({"columns": [1]}, "columns must be a list of column names"),
+        ({"limit": "3"}, "limit must be a whole number of rows, 0 or more; got '3'"),
+        ({"limit": -1}, "limit must be a whole number of rows, 0 or more; got -1"),
+        ({"limit": True}, "limit must be a whole number of rows, 0 or more; got True"),
+        ({"as_of": 1.5}, "as_of must be a version number or an ISO date or date-time, not 1.5"),
+    ],
+)
+def test_query_records_refuses_arguments_of_the_wrong_type_as_a_usage_error(
+    catalog, arguments, message
+):
+    from catalog_lake import CatalogLakeError, UsageError
+
+    catalog.push({"items": [make_item()]})
+    with pytest.raises(UsageError) as refused:
+        catalog.query_records(**arguments)
+    assert str(refused.value) == message
+    assert isinstance(refused.value, CatalogLakeError)
+
+
+@pytest.mark.parametrize("how", ["--from", "stdin"])
+def test_a_list_of_ids_that_is_not_utf8_is_one_line(run, tmp_path, how):
+    listed = tmp_path / "ids.txt"
+    listed.write_bytes(b"FOOD-1\n\xff\xfe bad\n")
+    if how == "--from":
+        result = run("delete", "--from", str(listed))
+        name = str(listed)
+    else:
+        result = run("delete", "-", stdin=listed.read_bytes())
+        name = "standard input"
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"catalog-lake: error: {name}: not UTF-8 text (byte 0xff at offset 7); a list of ids "
+        "is one UTF-8 id per line\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("", "the sync target is empty; name a folder or an s3:// prefix"),
+        ("ftp://example/x", "sync target 'ftp://example/x': ftp:// is not a storage this can "
+         "write (use a folder, or one of file://, s3://, gs://, abfs://, az://)"),
+    ],
+)  # fmt: skip
+def test_a_sync_target_that_names_nowhere_is_a_usage_error(run, tmp_path, target, message):
+    run("push", str(Path(__file__).parents[1] / "data" / "feeds" / "grocery.json"))
+    result = run("sync", target)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"catalog-lake: error: {message}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lake"]
+
+
+def test_a_full_disk_is_one_line_on_the_terminal_without_a_native_panic(small_disk, tmp_path):
+    """object_store panics on ENOSPC ("Already shut down") and Rust prints the panic, and
+    with RUST_BACKTRACE a backtrace, to descriptor 2: the console script keeps it off the
+    terminal and logs it at debug level."""
+    import shutil
+    import subprocess
+    import sys
+
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    for number in range(12):
+        items = [
+            make_item(client_item_id=f"F{number}-{i}", description=os.urandom(200).hex())
+            for i in range(300)
+        ]
+        (feeds / f"f{number:02d}.json").write_text(json.dumps({"items": items}))
+    lake = small_disk / "lake"
+    command = [str(Path(sys.executable).with_name("catalog-lake")), "ingest", str(feeds),
+               "--lake", str(lake)]  # fmt: skip
+    env = {**os.environ, "RUST_BACKTRACE": "1"}
+    env.pop("CATALOG_LAKE_LOG_LEVEL", None)
+    ran = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert ran.returncode == 1
+    assert ran.stderr.splitlines()[-1] == (
+        f"catalog-lake: error: the lake's disk is full ({lake}): the pushes that landed are "
+        "kept; free some space and run the same command again"
+    )
+    assert "panicked" not in ran.stderr and "backtrace" not in ran.stderr
+
+    shutil.rmtree(lake)
+    logged = subprocess.run(
+        command, capture_output=True, text=True, env={**env, "CATALOG_LAKE_LOG_LEVEL": "debug"}
+    )
+    assert logged.returncode == 1
+    if "panicked" in logged.stderr:  # where the panic happened this time, it is in the log
+        assert "DEBUG catalog_lake.native: native libraries wrote:" in logged.stderr

@@ -310,3 +310,67 @@ def test_the_whole_catalog_is_counted_once_per_version_and_never_past_its_hits(s
     # a new records version: the front page's counts and facets are taken again
     assert shop.search("", distinct=False)["nb_hits"] == 5
     assert shop.search("", facets=["brand"])["facets"]["brand"]["Lumo"] == 1
+
+
+# --- an index belongs to one lake, not to a path (issue 42) -------------------------
+
+
+def test_a_lake_made_again_at_the_same_path_is_never_searched_through_the_old_index(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("CATALOG_LAKE_SEARCH_DIR", str(tmp_path / "idx"))
+    lake = tmp_path / "L"
+    Catalog(lake).push({"items": [_item("old", "Oldlake Lamp")]})
+    assert _names(Catalog(lake).search("oldlake")) == ["Oldlake Lamp"]
+    shutil.rmtree(lake)
+    Catalog(lake).push({"items": [_item("new", "Newlake Lamp")]})
+    assert Catalog(lake).search("oldlake")["nb_hits"] == 0
+    assert _names(Catalog(lake).search("newlake")) == ["Newlake Lamp"]
+
+
+def test_a_new_lake_a_version_ahead_is_not_applied_on_top_of_the_old_index(tmp_path, monkeypatch):
+    monkeypatch.setenv("CATALOG_LAKE_SEARCH_DIR", str(tmp_path / "idx"))
+    lake = tmp_path / "L"
+    Catalog(lake).push({"items": [_item("old", "Oldlake Lamp")]})
+    Catalog(lake).search("lamp")
+    shutil.rmtree(lake)
+    fresh = Catalog(lake)
+    for n in range(3):  # its records are now versions ahead of the old index's
+        fresh.push({"items": [_item(f"new{n}", f"Newlake Lamp {n}")]})
+    found = Catalog(lake).search("lamp")
+    assert found["nb_hits"] == 3 and "Oldlake Lamp" not in _names(found)
+
+
+def test_an_index_folder_copied_beside_another_lake_is_rebuilt_for_it(tmp_path):
+    big, small = Catalog(tmp_path / "A"), Catalog(tmp_path / "B")
+    big.push({"items": [_item(f"a{n}", f"Lamp {n}") for n in range(50)]})
+    small.push({"items": [_item(f"b{n}", f"Lamp {n}") for n in range(5)]})
+    assert big.search("lamp")["nb_hits"] == 50
+    shutil.copytree(tmp_path / "A" / "_catalog_lake.search",
+                    tmp_path / "B" / "_catalog_lake.search")  # fmt: skip
+    assert Catalog(tmp_path / "B").search("lamp")["nb_hits"] == 5
+
+
+@pytest.mark.parametrize("damage", ["file", "link to a file"])
+def test_an_index_folder_replaced_by_a_file_is_rebuilt(shop, tmp_path, damage):
+    folder = index_folder(shop.lake)
+    shop.search("atta")
+    shutil.rmtree(folder)
+    if damage == "file":
+        folder.write_text("not an index")
+    else:
+        (tmp_path / "elsewhere").write_text("not an index")
+        folder.symlink_to(tmp_path / "elsewhere")
+    assert _names(Catalog(tmp_path / "lake").search("atta")) == ["Whole Wheat Atta"]
+    assert folder.is_dir() and not folder.is_symlink()
+    assert (tmp_path / "elsewhere").exists() or damage == "file"
+
+
+def test_search_on_a_missing_lake_says_so_and_creates_nothing(run, tmp_path):
+    result = run("search", "tee", "--lake", "nolake")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (
+        "catalog-lake: error: no lake at nolake; push or ingest a feed to create one, or point "
+        "--lake at an existing lake\n"
+    )
+    assert not (tmp_path / "nolake").exists()

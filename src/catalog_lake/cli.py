@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ from .terminal import (
     counted,
     done,
     listed,
+    native_stderr,
     out,
     print_json,
     refused,
@@ -714,11 +716,18 @@ def delete(
     """
     given = list(ids or [])
     if from_file is not None or given == ["-"]:
-        source = sys.stdin if from_file is None or str(from_file) == "-" else None
+        stdin = from_file is None or str(from_file) == "-"
+        name = "standard input" if stdin else str(from_file)
         try:
-            text = source.read() if source else from_file.read_text(encoding="utf-8")  # type: ignore[union-attr]
+            data = sys.stdin.buffer.read() if stdin else from_file.read_bytes()  # type: ignore[union-attr]
+            text = data.decode("utf-8")
         except OSError as exc:
-            raise fail(f"{from_file}: {exc.strerror or exc}") from None
+            raise fail(f"{name}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise fail(
+                f"{name}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); "
+                "a list of ids is one UTF-8 id per line"
+            ) from None
         given = [line.strip() for line in text.splitlines() if line.strip()]
     if not given:
         raise fail("name the ids to delete: catalog-lake delete ID..., --from FILE, or -", 2)
@@ -939,8 +948,23 @@ def main() -> None:
     library: a long-lived process that calls ``Catalog`` keeps its collector
     whole.
     """
+    level = os.environ.get("CATALOG_LAKE_LOG_LEVEL", "").strip().upper()
+    if level:
+        if level not in logging.getLevelNamesMapping():
+            say_error(
+                f"CATALOG_LAKE_LOG_LEVEL={level!r} is no log level; use DEBUG, INFO or WARNING"
+            )
+            sys.exit(2)
+        # Its own copy of the terminal's descriptor: descriptor 2 is a file while a command
+        # runs (``native_stderr``), and the log belongs on the terminal.
+        logging.basicConfig(
+            level=level,
+            stream=open(os.dup(2), "w", buffering=1),  # noqa: SIM115 - open until exit
+            format="%(levelname)s %(name)s: %(message)s",
+        )
     try:
-        app()
+        with native_stderr():
+            app()
     except KeyboardInterrupt:
         # Every write is an atomic Delta commit, and a re-run repairs and resumes.
         print("interrupted: run the same command again to resume", file=sys.stderr)

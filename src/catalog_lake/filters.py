@@ -53,6 +53,10 @@ _TEXT_FUNCTIONS = {
 }
 
 
+#: The range of a 64-bit whole number: service ids, counts and ``length()`` are compared as one.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def compile_where(text: str, schema: pa.Schema) -> pl.Expr:
     """``text`` as a Polars filter over ``schema``'s columns, or a one-line ``LakeError``."""
     if len(text) > MAX_WHERE_CHARS:
@@ -222,7 +226,13 @@ class _Compiler:
             raise self.refuse(node)
         try:
             return _typed(text, kind)
-        except (ValueError, TypeError, OverflowError):
+        except OverflowError:
+            raise _refused(
+                self.text,
+                f"{text!r} is out of range: a whole number here lies between "
+                f"{INT64_MIN:,} and {INT64_MAX:,}",
+            ) from None
+        except (ValueError, TypeError):
             raise _refused(self.text, f"{text!r} is not a {_described(kind)}") from None
 
 
@@ -247,7 +257,10 @@ def _typed(text: str, kind: pa.DataType) -> Any:
         number = float(text)
         if not number.is_integer():
             raise ValueError(text)
-        return int(text) if re.fullmatch(r"-?\d+", text) else int(number)
+        whole = int(text) if re.fullmatch(r"-?\d+", text) else int(number)
+        if not INT64_MIN <= whole <= INT64_MAX:  # every whole column and length() is 64-bit
+            raise OverflowError(text)
+        return whole
     if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         number = float(text)
         if number != number or number in (float("inf"), float("-inf")):

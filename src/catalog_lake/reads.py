@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from .blocks import blocks_dataset, file_path
-from .errors import LakeError
+from .errors import LakeError, UsageError
 from .lake import STORE_ERRORS, Lake, conform, first_line, is_local
 from .schemas import ADDED_COLUMNS, PARTITIONS, TABLES
 
@@ -45,6 +45,7 @@ def select(
     existed, or a version it never had, is refused with what it has.
     ``order_by`` names a column whose text sorts as a number (service ids).
     """
+    _require_arguments(where, columns, limit, as_of)
     schema = TABLES[name]
     columns = columns or schema.names
     unknown = [c for c in columns if c not in schema.names]
@@ -56,13 +57,14 @@ def select(
         return schema.empty_table().select(columns)
     version = version_as_of(name, table, as_of) if as_of is not None else None
     frame = pl.scan_delta(lake.path(name), version=version, storage_options=lake.storage_options)
-    if where is not None and where.strip():
-        frame = frame.filter(where_expression(where, schema))
-    if order_by:
-        frame = frame.sort(pl.col(order_by).cast(pl.Int64))
-    if limit is not None:
-        frame = frame.head(int(limit))
     try:
+        # Polars may refuse a filter as it is built, not only when it runs: both are one line.
+        if where is not None and where.strip():
+            frame = frame.filter(where_expression(where, schema))
+        if order_by:
+            frame = frame.sort(pl.col(order_by).cast(pl.Int64))
+        if limit is not None:
+            frame = frame.head(int(limit))
         result = frame.select(columns).collect().to_arrow()
     except pl.exceptions.ColumnNotFoundError as exc:
         missing = re.search(r'unable to find column "([^"]+)"', str(exc))
@@ -73,6 +75,26 @@ def select(
     except pl.exceptions.PolarsError as exc:
         raise LakeError(f"--where {where!r} cannot be applied: {first_line(exc)}") from None
     return conform(result, schema, columns)
+
+
+def _require_arguments(where: Any, columns: Any, limit: Any, as_of: Any) -> None:
+    """A caller's arguments of the types ``select`` reads, or a one-line ``UsageError``.
+
+    The library is called from code as well as from the CLI: ``where=5`` must be
+    refused for what it is, not fail inside a parser as an ``AttributeError``.
+    """
+    if where is not None and not isinstance(where, str):
+        raise UsageError(f"where must be SQL text, not {type(where).__name__}", "where")
+    if columns is not None and (
+        isinstance(columns, str) or not all(isinstance(c, str) for c in columns)
+    ):
+        raise UsageError("columns must be a list of column names", "columns")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise UsageError(f"limit must be a whole number of rows, 0 or more; got {limit!r}", "limit")
+    if as_of is not None and (isinstance(as_of, bool) or not isinstance(as_of, int | str)):
+        raise UsageError(
+            f"as_of must be a version number or an ISO date or date-time, not {as_of!r}", "as_of"
+        )
 
 
 #: What ``--as-of`` accepts besides a version number: an ISO 8601 date or date-time, in ASCII.

@@ -7,9 +7,15 @@ to grep. Kept apart from ``cli`` so the commands read as what they do.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -224,6 +230,57 @@ class IngestProgress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+#: The logger that receives what native libraries wrote to standard error (``native_stderr``).
+NATIVE_LOG = "catalog_lake.native"
+
+
+@contextlib.contextmanager
+def native_stderr() -> Iterator[None]:
+    """Keep what native libraries write to standard error off the terminal, and log it.
+
+    delta-rs and object_store are Rust: a panic that they catch and turn into
+    an error (a full disk's ``Already shut down``) still prints its message,
+    and with ``RUST_BACKTRACE`` set a backtrace, straight to file descriptor 2,
+    before the command's own one-line error (issue 42). So while a command
+    runs, descriptor 2 is a temporary file and Python's ``sys.stderr`` (our
+    errors, the progress bar, a traceback) writes to the terminal's own copy.
+    Afterwards what was captured is logged at debug level on ``NATIVE_LOG``
+    (``CATALOG_LAKE_LOG_LEVEL=DEBUG`` shows it), and shown as it was when the
+    command ended in an exception we did not foresee. A process killed outright
+    leaves the file in the temporary folder, named ``catalog-lake-native-*``.
+    """
+    sys.stderr.flush()
+    handle, path = tempfile.mkstemp(prefix="catalog-lake-native-", suffix=".log")
+    terminal = os.dup(2)
+    python_stderr = sys.stderr
+    sys.stderr = open(  # noqa: SIM115 - closed below, after descriptor 2 is put back
+        os.dup(terminal), "w", encoding=python_stderr.encoding or "utf-8",
+        errors="backslashreplace", buffering=1,
+    )  # fmt: skip
+    os.dup2(handle, 2)
+    unforeseen = False
+    try:
+        yield
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException:
+        unforeseen = True
+        raise
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal, 2)
+        os.close(terminal)
+        sys.stderr.close()
+        sys.stderr = python_stderr
+        os.close(handle)
+        captured = Path(path).read_text(encoding="utf-8", errors="replace")
+        Path(path).unlink(missing_ok=True)
+        if captured.strip():
+            logging.getLogger(NATIVE_LOG).debug("native libraries wrote: %s", captured.rstrip())
+            if unforeseen:
+                sys.stderr.write(captured)
 
 
 def file_line(info: dict[str, Any]) -> str:
