@@ -401,3 +401,29 @@ def test_items_of_a_run_killed_before_it_recorded_its_files_stay_in_scope(
     _feed(folder, "catalog.json", ["k-1", "k-2", "k-3", "k-4", "k-5"])
     summary = ingest(catalog, folder, refresh=Refresh())
     assert summary["refresh"]["ids"] == ["k-6"]
+
+
+def test_two_full_refreshes_of_one_shrunk_folder_at_once_delete_what_it_lost(tmp_path):
+    """Issue 42: the run that loses a batch's key to the other has written the batch's items
+    under its own request id; those items stay in both runs' scope, so neither stops with a
+    truncated feed's 100% and the 100 items the feed lost are deleted once."""
+    import subprocess
+    import sys
+
+    feeds = tmp_path / "feeds"
+    _feed(feeds, "a.json", [f"a-{n}" for n in range(2000)])
+    lake = tmp_path / "lake"
+    ingest(Catalog(lake), feeds)
+    _feed(feeds, "a.json", [f"a-{n}" for n in range(1900)])
+    command = [str(Path(sys.executable).with_name("catalog-lake")), "ingest", str(feeds),
+               "--lake", str(lake), "--full-refresh", "--json"]  # fmt: skip
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]  # fmt: skip
+    refreshed = [json.loads(run.communicate(timeout=300)[0])["refresh"] for run in runs]
+    # Whichever way the two interleave: neither stops, and the hundred go once.
+    assert {r["status"] for r in refreshed} <= {"deleted", "nothing_to_delete"}, refreshed
+    assert all(r["in_scope"] in (1900, 2000) for r in refreshed), refreshed
+    assert sum(r["deleted"] for r in refreshed) == 100
+    catalog = Catalog(lake)
+    assert sorted(catalog.records()["client_item_id"]) == sorted(f"a-{n}" for n in range(1900))
+    assert check(catalog)["ok"]

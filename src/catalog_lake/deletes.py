@@ -527,13 +527,34 @@ def _scope(catalog: Catalog, how: Refresh, source: str, paths: list[str]) -> lis
     # by its batch key, which names the file's place: its items are in scope too.
     places = {place_of(source, p) for p in [*files["path"].to_pylist(), *paths]}
     keyed = catalog.lake.read(
-        "pushes",
-        "SELECT request_id, idempotency_key FROM \"pushes\" WHERE idempotency_key LIKE 'file:%'",
+        "pushes", 'SELECT request_id, idempotency_key FROM "pushes"'
     ).to_pylist()
-    batches = [r["request_id"] for r in keyed if r["idempotency_key"].split(":")[1] in places]
+    batches = [r["request_id"] for r in keyed
+               if (r["idempotency_key"] or "").startswith("file:")
+               and r["idempotency_key"].split(":")[1] in places]  # fmt: skip
+    # A run that lost the race for a batch's key to a run beside it (two refreshes of one
+    # folder at once) had already written the batch's items under its own request id, which
+    # no pushes row names: raw keeps that id's key, so its items stay in scope (issue 42).
+    known = {*recorded, *(r["request_id"] for r in keyed)}
+    orphans = sorted(set(items["request_id"].cast(pa.string()).to_pylist()) - known)
+    batches += _raw_batches(catalog, orphans, places)
     from_source = pa.array(sorted({*recorded, *batches}), pa.string())
     mine = pc.is_in(items["request_id"].cast(pa.string()), from_source)
     return items["client_item_id"].filter(mine).to_pylist()
+
+
+def _raw_batches(catalog: Catalog, request_ids: list[str], places: set[str]) -> list[str]:
+    """Those of ``request_ids`` whose raw rows carry a batch key of one of ``places``."""
+    found: list[str] = []
+    for start in range(0, len(request_ids), 500):
+        listed = ", ".join(quote(r) for r in request_ids[start : start + 500])
+        rows = catalog.lake.read(
+            "raw",
+            f'SELECT DISTINCT request_id, idempotency_key FROM "raw" WHERE request_id IN '
+            f"({listed}) AND idempotency_key LIKE 'file:%'",
+        ).to_pylist()
+        found += [r["request_id"] for r in rows if r["idempotency_key"].split(":")[1] in places]
+    return found
 
 
 def _carried_before(catalog: Catalog, source: str, unchanged: list[tuple[str, str]]) -> set[str]:
