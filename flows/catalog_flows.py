@@ -281,6 +281,7 @@ def ingest(
     refresh_category: str | None = None,
     max_delete_share: float = DEFAULT_MAX_DELETE_SHARE,
     allow_mass_delete: bool = False,
+    max_delete_share_per_day: float | None = None,
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
 
@@ -314,16 +315,23 @@ def ingest(
     arguments = (lake, source, pattern, batch_size, force, run_id, group_items)
     refresh = None
     shaped = (refresh_scope != "source", refresh_category is not None,
-              max_delete_share != DEFAULT_MAX_DELETE_SHARE, allow_mass_delete)  # fmt: skip
+              max_delete_share != DEFAULT_MAX_DELETE_SHARE, allow_mass_delete,
+              max_delete_share_per_day is not None)  # fmt: skip
     if any(shaped) and not full_refresh:
         raise UsageError(
-            "refresh_scope, refresh_category, max_delete_share and allow_mass_delete only "
-            "apply to a refresh: set full_refresh=true",
+            "refresh_scope, refresh_category, max_delete_share, allow_mass_delete and "
+            "max_delete_share_per_day only apply to a refresh: set full_refresh=true",
             "full_refresh",
         )
     if full_refresh:  # checked here, so a wrong scope fails before any file is read
         refresh = dataclasses.asdict(
-            Refresh(refresh_scope, refresh_category, max_delete_share, allow_mass_delete)
+            Refresh(
+                refresh_scope,
+                refresh_category,
+                max_delete_share,
+                allow_mass_delete,
+                max_delete_share_per_day,
+            )  # fmt: skip
         )
     options = {"strict_values": strict_values, "dry_run": dry_run, "refresh": refresh}
     with one_writer(lake):

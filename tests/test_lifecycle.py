@@ -427,3 +427,36 @@ def test_two_full_refreshes_of_one_shrunk_folder_at_once_delete_what_it_lost(tmp
     catalog = Catalog(lake)
     assert sorted(catalog.records()["client_item_id"]) == sorted(f"a-{n}" for n in range(1900))
     assert check(catalog)["ok"]
+
+
+def test_runs_add_up_under_the_per_run_guard_and_the_daily_guard_stops_them(
+    catalog, tmp_path, clock
+):
+    """Issue 42: five refreshes that each drop 19% pass a 20% guard one by one; a share per
+    day bounds what they delete together, and a day later the window has moved on."""
+    feeds = tmp_path / "feeds"
+    live = [f"a-{n}" for n in range(100)]
+    _feed(feeds, "a.json", live)
+    ingest(catalog, feeds)
+    daily = Refresh(max_daily_share=0.5)
+    deleted, stopped = 0, None
+    for _ in range(5):
+        clock.now += timedelta(minutes=10)
+        live = live[: len(live) - len(live) * 19 // 100]
+        _feed(feeds, "a.json", live)
+        report = ingest(catalog, feeds, refresh=daily)["refresh"]
+        if report["status"] == "stopped":
+            stopped = report
+            break
+        deleted += report["deleted"]
+    assert deleted == 19 + 15 + 12  # 100 -> 81 -> 66 -> 54; then 44 is 56% of the day
+    assert stopped is not None and stopped["deleted_last_24h"] == 46
+    assert stopped["reason"].startswith(
+        "with the 46 items that refreshes of this source deleted in the last 24 hours, the "
+        "refresh would delete 56 of 100 in a day (56%), more than the 50% allowed per day"
+    )
+    assert len(catalog.records()) == 54
+
+    clock.now += timedelta(hours=25)  # the window moved on: the same step is allowed now
+    assert ingest(catalog, feeds, refresh=daily)["refresh"]["deleted"] == 10
+    assert len(catalog.records()) == 44

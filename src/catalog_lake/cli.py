@@ -442,6 +442,15 @@ def ingest(
     allow_mass_delete: Annotated[
         bool, typer.Option("--allow-mass-delete", help="Delete past --max-delete-share.")
     ] = False,
+    max_delete_share_per_day: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Also stop a refresh when, with what refreshes of SOURCE deleted in the last "
+            "24 hours, more of its scope would go in a day (default: no daily bound).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
@@ -455,7 +464,13 @@ def ingest(
     catalog = _catalog(lake, storage_option)
     try:
         refresh = (
-            Refresh(refresh_scope, refresh_category, max_delete_share, allow_mass_delete)
+            Refresh(
+                refresh_scope,
+                refresh_category,
+                max_delete_share,
+                allow_mass_delete,
+                max_delete_share_per_day,
+            )  # fmt: skip
             if full_refresh
             else None
         )
@@ -488,7 +503,8 @@ def ingest(
 
 
 #: ``ingest``'s options that shape a full refresh, and mean nothing without one.
-REFRESH_OPTIONS = ("refresh_scope", "refresh_category", "max_delete_share", "allow_mass_delete")
+REFRESH_OPTIONS = ("refresh_scope", "refresh_category", "max_delete_share", "allow_mass_delete",
+                   "max_delete_share_per_day")  # fmt: skip
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
