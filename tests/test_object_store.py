@@ -145,3 +145,25 @@ def test_metrics_backfill_and_maintain_work_on_an_s3_lake(s3_lake, tmp_path):
     records = Catalog(s3_lake).records().set_index("client_item_id")
     assert records.loc["GROC-ATTA-5KG", "likes"] == 12
     assert check(Catalog(s3_lake))["ok"]
+
+
+def test_an_s3_lake_made_again_at_its_uri_is_never_searched_through_the_cached_index(
+    s3_endpoint, s3_lake, tmp_path, monkeypatch
+):
+    """Issue 42: an s3:// lake's index sits in the user's cache, named by the URI alone."""
+    from tests.conftest import make_item
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CATALOG_LAKE_SEARCH_DIR", raising=False)
+
+    def lamp(client_id: str, name: str) -> dict:
+        return make_item(client_item_id=client_id, name=name, description=name,
+                         short_description=None, variant_group_id=client_id)  # fmt: skip
+
+    Catalog(s3_lake).push({"items": [lamp("old", "Oldlake Lamp")]})
+    assert Catalog(s3_lake).search("oldlake")["nb_hits"] == 1
+    assert list((tmp_path / "cache" / "catalog-lake" / "search").iterdir())
+    _store(s3_endpoint).delete_dir(s3_lake.removeprefix("s3://"))
+    Catalog(s3_lake).push({"items": [lamp("new", "Newlake Lamp")]})
+    assert Catalog(s3_lake).search("oldlake")["nb_hits"] == 0
+    assert Catalog(s3_lake).search("newlake")["nb_hits"] == 1
