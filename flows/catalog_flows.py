@@ -479,9 +479,11 @@ def maintain(
 
 
 @task(name="sync", cache_policy=NONE, **IO_RETRIES)
-def sync_task(lake: str | None, target: str, fmt: str, full: bool) -> dict[str, Any]:
+def sync_task(
+    lake: str | None, target: str, fmt: str, full: bool, max_record_bytes: int | None = None
+) -> dict[str, Any]:
     """``changes.sync``, as ``catalog-lake sync``: a retry exports the same range again."""
-    return Catalog(lake).sync(target, fmt, full=full)
+    return Catalog(lake).sync(target, fmt, full=full, max_record_bytes=max_record_bytes)
 
 
 @flow(name="sync", flow_run_name=lambda: _run_name("sync", "target"), log_prints=True)
@@ -490,6 +492,7 @@ def sync(
     format: str = "jsonl",  # noqa: A002 - the CLI's own name for it
     full: bool = False,
     lake: str | None = None,
+    max_record_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Export the records' changes since ``target``'s cursor to a new file there.
 
@@ -503,7 +506,7 @@ def sync(
     lake = lake_of_run(lake)
     target = stable_place("target", target, "exports/search")
     with one_writer(lake):
-        report = sync_task(lake, target, format, full)
+        report = sync_task(lake, target, format, full, max_record_bytes)
     create_markdown_artifact(key="sync-report", markdown=_report_markdown("Sync", report))
     return report
 

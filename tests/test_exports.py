@@ -14,7 +14,14 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from catalog_lake.exports import ENGINES, EXPORTED, ROLES, index_settings
+from catalog_lake.exports import (
+    ENGINES,
+    EXPORTED,
+    IGNORE_ABOVE,
+    ROLES,
+    document_type,
+    index_settings,
+)
 from catalog_lake.schemas import RECORDS
 
 ROOT = Path(__file__).parents[1]
@@ -45,7 +52,7 @@ def test_algolia_settings():
     assert settings["customRanking"] == [
         "desc(sales)", "desc(likes)", "desc(in_stock)", "desc(inventory)",
     ]  # fmt: skip
-    assert (settings["attributeForDistinct"], settings["distinct"]) == ("variant_group_id", True)
+    assert (settings["attributeForDistinct"], settings["distinct"]) == ("group_key", True)
     facets = {_bare(a) for a in settings["attributesForFaceting"]}
     assert facets | set(settings["numericAttributesForFiltering"]) == set(ROLES.filters)
     assert settings["numericAttributesForFiltering"] == ["price"]
@@ -57,12 +64,20 @@ def test_meilisearch_settings():
     assert settings["searchableAttributes"] == list(ROLES.searchable)
     # Meilisearch's six built-in rules, in its default order, then the business metrics.
     assert settings["rankingRules"] == [
-        "words", "typo", "proximity", "attribute", "sort", "exactness",
-        "sales:desc", "likes:desc", "in_stock:desc", "inventory:desc",
-    ]  # fmt: skip
-    assert set(SPEC_RANKING) <= set(settings["sortableAttributes"])
+        "words",
+        "typo",
+        "proximity",
+        "attribute",
+        "sort",
+        "exactness",
+        "rank_sales:desc",
+        "rank_likes:desc",
+        "rank_in_stock:desc",
+        "rank_inventory:desc",
+    ]  # fmt: skip  (numbers with no nulls: Meilisearch ranks no booleans, issue 43)
+    assert {f"rank_{a}" for a in SPEC_RANKING} <= set(settings["sortableAttributes"])
     assert SPEC_FILTERS <= set(settings["filterableAttributes"])
-    assert settings["distinctAttribute"] == "variant_group_id"
+    assert settings["distinctAttribute"] == "group_key"
 
 
 #: What each Typesense field type holds, as Arrow types.
@@ -80,15 +95,17 @@ def test_typesense_collection_and_preset():
     fields = {f["name"]: f for f in settings["collection"]["fields"]}
     assert "object_id" not in fields  # documents carry the service id as "id"
     for name, field in fields.items():
-        assert RECORDS.field(name).type == TYPESENSE_ARROW[field["type"]], name
+        assert document_type(name) == TYPESENSE_ARROW[field["type"]], name
         assert field["optional"] is True  # records may leave any of them null
     preset = settings["preset"]["value"]
     assert preset["query_by"].split(",") == list(ROLES.searchable)
     weights = [int(w) for w in preset["query_by_weights"].split(",")]
     assert weights == sorted(weights, reverse=True) and len(set(weights)) == len(weights)
     assert preset["sort_by"] == "_text_match:desc,sales:desc,likes:desc"  # Typesense takes 3
-    # Typesense groups only by a faceted field.
-    assert (preset["group_by"], fields["variant_group_id"]["facet"]) == ("variant_group_id", True)
+    # Typesense groups only by a faceted field; every document has a group key, and missing
+    # values would form one group (issue 43).
+    assert (preset["group_by"], fields["group_key"]["facet"]) == ("group_key", True)
+    assert preset["group_missing_values"] is False
     for name in ROLES.filters:
         assert fields[name].get("index", True) and fields[name]["facet"], name
     assert fields["image"]["index"] is False  # displayed only
@@ -99,7 +116,7 @@ def test_elasticsearch_and_opensearch_index_and_template(engine):
     settings = index_settings(engine)
     properties = settings["index"]["mappings"]["properties"]
     for name, mapping in properties.items():
-        kind = RECORDS.field(name).type
+        kind = document_type(name)
         if pa.types.is_boolean(kind):
             assert mapping["type"] == "boolean"
         elif pa.types.is_integer(kind):
@@ -115,8 +132,13 @@ def test_elasticsearch_and_opensearch_index_and_template(engine):
     template = settings["search_template"]["script"]
     assert template["lang"] == "mustache"
     source = template["source"]
-    assert source["collapse"] == {"field": "variant_group_id"}
-    assert properties["variant_group_id"] == {"type": "keyword"}
+    assert source["collapse"] == {"field": "group_key"}
+    assert properties["group_key"] == {"type": "keyword", "ignore_above": IGNORE_ABOVE}
+    # Lucene refuses a document with a term over 32,766 bytes: no keyword may hold one.
+    keywords = [m for m in properties.values() if m["type"] == "keyword"] + [
+        m["fields"]["raw"] for m in properties.values() if "fields" in m
+    ]
+    assert keywords and all(k["ignore_above"] * 4 <= 32_766 for k in keywords)
     fields = source["query"]["function_score"]["query"]["multi_match"]["fields"]
     assert [f.split("^")[0] for f in fields] == list(ROLES.searchable)
     ranked = [
@@ -193,13 +215,22 @@ def test_every_export_format_reads_back_as_the_records(fed, fmt):
     import io
 
     out = io.StringIO()
-    assert fed.export(fmt, out) == 14
+    assert fed.export(fmt, out).records == 14
     documents = _documents(fmt, out.getvalue())
     records = fed.records()
     assert set(documents) == {str(i) for i in records["object_id"]}
+    # An engine's documents also carry their group key, and Meilisearch's its rank numbers.
+    added = set() if fmt == "jsonl" else {"group_key"}
+    if fmt == "meilisearch":
+        added |= {f"rank_{a}" for a in SPEC_RANKING}
     for row in records.to_dict(orient="records"):
         document = documents[str(row["object_id"])]
-        assert set(document) == set(EXPORTED)
+        assert set(document) == set(EXPORTED) | added
+        if added:
+            group = row["variant_group_id"]  # NaN in pandas where the record has none
+            assert document["group_key"] == (
+                f"group:{group}" if isinstance(group, str) else f"item:{row['object_id']}"
+            )
         for column, value in row.items():
             if column == "updated_at":  # ISO 8601 either way: Polars drops trailing zeros
                 assert pd.Timestamp(document[column]) == value, (fmt, column)

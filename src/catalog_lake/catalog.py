@@ -389,19 +389,27 @@ class Catalog:
         )
         return _pandas(table)
 
-    def export(self, fmt: str, output: Any, as_of: int | str | None = None) -> int:
-        """Write every current record to ``output`` (a text stream) in ``fmt``; the count.
+    def export(
+        self,
+        fmt: str,
+        output: Any,
+        as_of: int | str | None = None,
+        *,
+        max_record_bytes: int | None = None,
+    ) -> Any:
+        """Write every current record to ``output`` (a text stream) in ``fmt``.
 
         ``fmt`` is one of ``exports.EXPORT_FORMATS``: plain JSON Lines, or an
         engine's import format (README, "Search engines"). ``as_of`` exports
-        the records as they were at a version or time.
+        the records as they were at a version or time. Returns the
+        ``exports.Exported`` report: records written, and those trimmed to fit
+        ``max_record_bytes`` (else the engine's own budget) or left out.
         """
         from .exports import require_format, write_export
 
         require_format(fmt)  # before reading the lake
         table = reads.select(self.lake, "records", order_by="object_id", as_of=as_of)
-        write_export(table, fmt, output)
-        return table.num_rows
+        return write_export(table, fmt, output, max_record_bytes=max_record_bytes)
 
     def changes(self, since: int | str, until: int | str | None = None) -> Any:
         """The records upserted and deleted after ``since`` up to ``until`` (``changes.Changes``).
@@ -446,11 +454,18 @@ class Catalog:
             distinct=distinct,
         )
 
-    def sync(self, target: str, fmt: str = "jsonl", *, full: bool = False) -> dict[str, Any]:
+    def sync(
+        self,
+        target: str,
+        fmt: str = "jsonl",
+        *,
+        full: bool = False,
+        max_record_bytes: int | None = None,
+    ) -> dict[str, Any]:
         """Export the changes since ``target``'s cursor there and advance it (``changes.sync``)."""
         from .changes import sync
 
-        return sync(self, target, fmt, full=full)
+        return sync(self, target, fmt, full=full, max_record_bytes=max_record_bytes)
 
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""

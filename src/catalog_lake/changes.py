@@ -31,7 +31,7 @@ from deltalake import DeltaTable
 from . import reads
 from .blocks import changed_rows
 from .errors import CatalogLakeError, LakeError
-from .exports import EXPORTED, require_format, write_export
+from .exports import EXPORTED, Exported, require_format, write_export
 from .lake import STORE_ERRORS, Lake, conform, first_line, quote
 from .schemas import CURSORS, RECORDS
 from .settings import resolved_lake_uri
@@ -153,7 +153,14 @@ def _behind(version: int, exc: BaseException) -> LakeError:
     )
 
 
-def write_changes(found: Changes, fmt: str, output: Any, deletes: Any = None) -> None:
+def write_changes(
+    found: Changes,
+    fmt: str,
+    output: Any,
+    deletes: Any = None,
+    *,
+    max_record_bytes: int | None = None,
+) -> Exported:
     """Write ``found`` in ``fmt``: upserts in the import format of ``write_export``, then deletes.
 
     - ``jsonl``: ``{"op": "delete", "object_id": "17"}`` lines after the upserts;
@@ -161,6 +168,9 @@ def write_changes(found: Changes, fmt: str, output: Any, deletes: Any = None) ->
     - ``elasticsearch``, ``opensearch``: ``{"delete": {"_id": "17"}}`` actions;
     - ``meilisearch``, ``typesense``: their engines take deletions in a request of
       their own, so the ids go to ``deletes`` as one JSON array (``[]`` when none).
+
+    The upserts are held to ``max_record_bytes`` as ``write_export`` holds
+    them; its report is returned.
 
     Raises:
         CatalogLakeError: an unknown format, or deletions for a format that takes
@@ -172,15 +182,15 @@ def write_changes(found: Changes, fmt: str, output: Any, deletes: Any = None) ->
             f"{fmt} takes deletions in a request of its own; name a file for them "
             "(--deletes-output FILE)"
         )
-    write_export(found.upserts, fmt, output)
+    report = write_export(found.upserts, fmt, output, max_record_bytes=max_record_bytes)
     ids = pl.Series("key", found.deletes.cast(pa.int64()).to_pylist(), pl.Int64).cast(pl.String)
     if fmt in SEPARATE_DELETES:
         if deletes is not None:
-            text = "[" + ",".join(f'"{i}"' for i in ids.to_list()) + "]\n"
+            text = _id_array(found.deletes)
             deletes.write(text if _is_text(deletes) else text.encode())
-        return
+        return report
     if not len(ids):
-        return
+        return report
     key = pl.col("key")
     if fmt == "jsonl":
         lines = pl.concat_str([pl.lit('{"op":"delete","object_id":"'), key, pl.lit('"}')])
@@ -194,10 +204,16 @@ def write_changes(found: Changes, fmt: str, output: Any, deletes: Any = None) ->
         bodies.select(pl.concat_str([pl.lit('{"requests":['), "request", pl.lit("]}")])).write_csv(
             output, include_header=False, quote_style="never"
         )
-        return
+        return report
     else:  # elasticsearch, opensearch
         lines = pl.concat_str([pl.lit('{"delete":{"_id":"'), key, pl.lit('"}}')])
     ids.to_frame().select(lines).write_csv(output, include_header=False, quote_style="never")
+    return report
+
+
+def _id_array(deletes: pa.Array) -> str:
+    """Deleted ids as Meilisearch's and Typesense's deletions take them: a JSON array of text."""
+    return "[" + ",".join(f'"{i}"' for i in deletes.cast(pa.int64()).to_pylist()) + "]\n"
 
 
 def _is_text(stream: Any) -> bool:
@@ -249,6 +265,7 @@ def sync(
     *,
     full: bool = False,
     now: datetime | None = None,
+    max_record_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Export what changed since ``target``'s cursor to a new file there, then advance it.
 
@@ -258,6 +275,13 @@ def sync(
     (``00000000000000000015-since-00000000000000000012.jsonl``). A crash between the
     file and the cursor writes the same range again under the same name: the
     engines' upserts and deletes are idempotent, so loading it twice is harmless.
+
+    Meilisearch and Typesense take documents and deletions in requests of their
+    own: a range without upserts writes no documents file, one without deletes
+    no deletions file (an engine refuses an empty payload), and the answer says
+    ``null`` for the file not written. The upserts are held to
+    ``max_record_bytes`` (``exports.write_export``); the answer counts those
+    trimmed and left out.
 
     A target follows one lake (``targets.Target.claim``): its manifest names
     the lake, and another lake's sync is refused. A target without a manifest
@@ -298,17 +322,34 @@ def sync(
     else:
         found = changes(lake, previous["version"], latest)
         name = f"{latest:020d}-since-{previous['version']:020d}.{_SUFFIX[fmt]}"
-    path = place.join(name)
-    deletes_path = place.join(name + ".deletes.json") if fmt in SEPARATE_DELETES else None
-    place.write(path, deletes_path, lambda out, side: write_changes(found, fmt, out, side))
+    deletes = len(found.deletes)
+    path: str | None = place.join(name)
+    deletes_path: str | None = None
+    if fmt in SEPARATE_DELETES:
+        # Documents and deletions go in requests of their own, and an engine refuses an
+        # empty payload (issue 43): a file only for what the range holds.
+        path = path if found.upserts.num_rows else None
+        if deletes:
+            deletes_path = place.join(name + ".deletes.json")
+            place.write(deletes_path, None, lambda out, _: out.write(_id_array(found.deletes)))
+        found = Changes(found.since, found.until, found.upserts, found.deletes.slice(0, 0))
+    exported = Exported()
+    if path is not None:
+
+        def write(out: Any, side: Any) -> None:
+            nonlocal exported
+            exported = write_changes(found, fmt, out, side, max_record_bytes=max_record_bytes)
+
+        place.write(path, None, write)
+    fitted = exported.summary()
     row = {
         "target": place.key,
         "format": fmt,
         "version": latest,
         "synced_at": now or catalog.clock(),
-        "file": path,
+        "file": path or deletes_path,
         "upserts": found.upserts.num_rows,
-        "deletes": len(found.deletes),
+        "deletes": deletes,
     }
     lake.append("cursors", pa.Table.from_pylist([row], schema=CURSORS),
                 {"catalog_lake.operation": "sync"})  # fmt: skip
@@ -320,7 +361,10 @@ def sync(
         "upserts": row["upserts"],
         "deletes": row["deletes"],
         "file": path,
-        **({"deletes_file": deletes_path} if deletes_path else {}),
+        **({"deletes_file": deletes_path} if fmt in SEPARATE_DELETES else {}),
+        "trimmed": fitted["trimmed"],
+        "too_large": fitted["too_large"],
+        **({"too_large_ids": fitted["too_large_ids"]} if fitted["too_large"] else {}),
         "lake_id": manifest["lake_id"],
     }
 

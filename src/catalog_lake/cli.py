@@ -27,6 +27,7 @@ from .errors import CatalogLakeError, UsageError
 from .lake import STORE_ERRORS
 from .terminal import (
     IngestProgress,
+    count,
     counted,
     done,
     listed,
@@ -668,6 +669,27 @@ SummaryJson = Annotated[
 ]
 
 
+MaxRecordBytes = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Largest record, in UTF-8 bytes of its JSON; longer texts are trimmed to fit "
+        "(default: the engine's own, 10000 for algolia; none for the others).",
+    ),
+]
+
+
+def _say_fitted(summary: dict) -> None:
+    """On stderr, the records trimmed to fit their budget and those left out."""
+    budget = summary["max_record_bytes"]
+    if summary["trimmed"]:
+        print(f"{count(summary['trimmed'], 'record')} trimmed to {budget:,} bytes: "
+              f"{', '.join(summary['trimmed_ids'][:10])}", file=sys.stderr)  # fmt: skip
+    if summary["too_large"]:
+        print(f"{count(summary['too_large'], 'record')} left out, over {budget:,} bytes even "
+              f"trimmed: {', '.join(summary['too_large_ids'][:10])}", file=sys.stderr)  # fmt: skip
+
+
 def _summary_on_stdout(as_json: bool, output: str) -> None:
     """With ``--json`` the summary takes standard output, so the data needs a file."""
     if as_json and output == "-":
@@ -685,20 +707,28 @@ def export(
     ] = None,
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
+    max_record_bytes: MaxRecordBytes = None,
     as_json: SummaryJson = False,
 ) -> None:
     """Write every record in a search engine's import format (README, "Search engines")."""
     _summary_on_stdout(as_json, output)
     catalog = _catalog(lake, storage_option)
     try:
-        count = _to_output(output, lambda stream: catalog.export(engine, stream, as_of))
+        report = _to_output(
+            output,
+            lambda stream: catalog.export(engine, stream, as_of, max_record_bytes=max_record_bytes),
+        )
     except CatalogLakeError as exc:
         usage = str(exc).startswith(("unknown format", "--as-of"))
         raise fail(str(exc), 2 if usage else 1) from None
+    summary = report.summary()
     if as_json:
-        print_json({"format": engine, "records": count, "output": output, "as_of": as_of})
-    elif output != "-":
-        print(f"{count:,} records written to {output}", file=sys.stderr)
+        print_json({"format": engine, **summary, "output": output, "as_of": as_of})
+        return
+    sys.stdout.flush()
+    if output != "-":
+        print(f"{report.records:,} records written to {output}", file=sys.stderr)
+    _say_fitted(summary)
 
 
 @app.command()
@@ -789,6 +819,7 @@ def changes(
     ] = None,
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
+    max_record_bytes: MaxRecordBytes = None,
     as_json: SummaryJson = False,
 ) -> None:
     """Write the records upserted and deleted between two versions, one operation per object."""
@@ -807,21 +838,26 @@ def changes(
         found = catalog.changes(since, until)
         if deletes_output:
             with _written(deletes_output) as side:
-                _to_output(output, lambda stream: write_changes(found, engine, stream, side))
+                fitted = _to_output(output, lambda stream: write_changes(
+                    found, engine, stream, side, max_record_bytes=max_record_bytes))  # fmt: skip
         else:
-            _to_output(output, lambda stream: write_changes(found, engine, stream))
+            fitted = _to_output(output, lambda stream: write_changes(
+                found, engine, stream, max_record_bytes=max_record_bytes))  # fmt: skip
     except CatalogLakeError as exc:
         usage = isinstance(exc, UsageError) or str(exc).startswith(
             ("unknown format", "--since", "--until", "meilisearch", "typesense")
         )
         raise fail(str(exc), 2 if usage else 1) from None
+    summary = fitted.summary()
     if as_json:
         print_json(
             {"format": engine, "since": found.since, "until": found.until,
              "upserts": found.upserts.num_rows, "deletes": len(found.deletes),
+             "trimmed": summary["trimmed"], "too_large": summary["too_large"],
              "output": output, "deletes_output": deletes_output}
         )  # fmt: skip
         return
+    _say_fitted(summary)
     sys.stdout.flush()  # the changes first, then the count, in a pipe too
     print(
         f"versions {found.since} to {found.until}: {found.upserts.num_rows:,} upserts, "
@@ -839,11 +875,14 @@ def sync(
     ] = False,
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
+    max_record_bytes: MaxRecordBytes = None,
     as_json: AlwaysJson = False,
 ) -> None:
     """Export the changes since TARGET's cursor to a new file there, then advance the cursor."""
     try:
-        report = _catalog(lake, storage_option).sync(target, engine, full=full)
+        report = _catalog(lake, storage_option).sync(
+            target, engine, full=full, max_record_bytes=max_record_bytes
+        )
     except CatalogLakeError as exc:
         usage = isinstance(exc, UsageError) or str(exc).startswith("unknown format")
         raise fail(str(exc), 2 if usage else 1) from None

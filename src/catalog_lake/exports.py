@@ -16,7 +16,7 @@ id); a product's variants share ``variant_group_id``, shown once per group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -48,6 +48,9 @@ class Roles:
     #: One result per product: its variants share this attribute.
     distinct: str = "variant_group_id"
     key: str = "object_id"
+    #: What the engines group on: ``distinct``'s value, or the record's own id where it
+    #: has none, so that a product without variants stands alone (``_documents``).
+    group: str = "group_key"
 
 
 ROLES = Roles()
@@ -100,7 +103,7 @@ def _algolia(roles: Roles) -> dict[str, Any]:
         ],
         "numericAttributesForFiltering": numeric,
         "customRanking": [f"desc({a})" for a in roles.ranking],
-        "attributeForDistinct": roles.distinct,
+        "attributeForDistinct": roles.group,
         "distinct": True,
     }
 
@@ -111,7 +114,10 @@ def _meilisearch(roles: Roles) -> dict[str, Any]:
         "searchableAttributes": list(roles.searchable),
         "displayedAttributes": list(roles.displayed),
         "filterableAttributes": list(roles.filters),
-        "sortableAttributes": [*[a for a in roles.filters if _kind(a) == "number"], *roles.ranking],
+        "sortableAttributes": [
+            *[a for a in roles.filters if _kind(a) == "number"],
+            *(_RANK + a for a in roles.ranking),
+        ],
         "rankingRules": [
             "words",
             "typo",
@@ -119,9 +125,9 @@ def _meilisearch(roles: Roles) -> dict[str, Any]:
             "attribute",
             "sort",
             "exactness",
-            *(f"{a}:desc" for a in roles.ranking),
+            *(f"{_RANK}{a}:desc" for a in roles.ranking),
         ],  # fmt: skip
-        "distinctAttribute": roles.distinct,
+        "distinctAttribute": roles.group,
     }
 
 
@@ -137,6 +143,7 @@ def _typesense(roles: Roles) -> dict[str, Any]:
     """
     used = dict.fromkeys([*roles.searchable, *roles.displayed, *roles.filters, *roles.ranking])
     used[roles.distinct] = None
+    used[roles.group] = None
     fields = []
     for name in used:
         if name == roles.key:
@@ -148,12 +155,12 @@ def _typesense(roles: Roles) -> dict[str, Any]:
             "optional": True,
         }
         # Typesense filters any indexed field; it counts facets, and groups only by one.
-        if name in roles.facets or name in roles.filters or name == roles.distinct:
+        if name in roles.facets or name in roles.filters or name in (roles.distinct, roles.group):
             field["facet"] = True
         if (
             name not in roles.searchable
             and name not in roles.filters
-            and name not in (roles.ranking + (roles.distinct,))
+            and name not in (*roles.ranking, roles.distinct, roles.group)
         ):
             field["index"] = False  # displayed only
         fields.append(field)
@@ -168,8 +175,11 @@ def _typesense(roles: Roles) -> dict[str, Any]:
                 "sort_by": ",".join(
                     ["_text_match:desc", *(f"{a}:desc" for a in roles.ranking[:2])]
                 ),
-                "group_by": roles.distinct,
+                # Every document has a group key, so no product merges with another's;
+                # missing values would otherwise all form one group (Typesense's default).
+                "group_by": roles.group,
                 "group_limit": 1,
+                "group_missing_values": False,
                 "include_fields": ",".join(a if a != roles.key else "id" for a in roles.displayed),
             }
         },
@@ -178,6 +188,15 @@ def _typesense(roles: Roles) -> dict[str, Any]:
 
 #: Elasticsearch and OpenSearch mapping types of the records' kinds.
 _MAPPING = {"number": "double", "integer": "long", "flag": "boolean"}
+#: Lucene refuses a whole document with a term over 32,766 bytes, and a keyword is one
+#: term. 8,191 characters of up to 4 UTF-8 bytes each fit: a longer value is kept in the
+#: document and its text fields, and left out of the keyword index (Elasticsearch's own
+#: advice for ``ignore_above``), so a long brand never costs its product.
+IGNORE_ABOVE = 8_191
+_KEYWORD = {"type": "keyword", "ignore_above": IGNORE_ABOVE}
+#: Meilisearch ranks and sorts numbers and strings, not booleans, and documents no place
+#: for a missing value: its documents carry ``rank_<attribute>`` numbers with no nulls.
+_RANK = "rank_"
 
 
 def _search_index(roles: Roles) -> dict[str, Any]:
@@ -190,18 +209,17 @@ def _search_index(roles: Roles) -> dict[str, Any]:
     """
     used = dict.fromkeys([*roles.searchable, *roles.displayed, *roles.filters, *roles.ranking])
     used[roles.distinct] = None
+    used[roles.group] = None
     properties: dict[str, Any] = {}
     for name in used:
         kind = _kind(name)
         if name in roles.searchable:
             properties[name] = {"type": "text"}
             if name in roles.filters or name in roles.facets:
-                properties[name]["fields"] = {"raw": {"type": "keyword"}}
+                properties[name]["fields"] = {"raw": _KEYWORD}
         elif kind in ("string", "list"):
-            indexed = name in roles.filters or name == roles.distinct or name == roles.key
-            properties[name] = (
-                {"type": "keyword"} if indexed else {"type": "keyword", "index": False}
-            )
+            indexed = name in roles.filters or name in (roles.distinct, roles.group, roles.key)
+            properties[name] = _KEYWORD if indexed else {**_KEYWORD, "index": False}
         else:
             properties[name] = {"type": _MAPPING[kind]}
     weights = [f"{a}^{len(roles.searchable) - i}" for i, a in enumerate(roles.searchable)]
@@ -219,7 +237,7 @@ def _search_index(roles: Roles) -> dict[str, Any]:
                 "boost_mode": "sum",
             }
         },
-        "collapse": {"field": roles.distinct},
+        "collapse": {"field": roles.group},
         "_source": list(roles.displayed),
     }
     return {
@@ -228,9 +246,18 @@ def _search_index(roles: Roles) -> dict[str, Any]:
     }
 
 
+#: What engines' documents carry besides the records' columns (``_documents``).
+ADDED = pa.schema([pa.field("group_key", pa.string(), nullable=False)])
+
+
+def document_type(name: str) -> pa.DataType:
+    """The Arrow type of a field of an engine's documents: a records column, or ``ADDED``."""
+    return ADDED.field(name).type if name in ADDED.names else RECORDS.field(name).type
+
+
 def _kind(name: str) -> str:
-    """The SPEC 2.1 kind of a records column: string, number, integer, flag or list."""
-    kind = RECORDS.field(name).type
+    """The SPEC 2.1 kind of a document field: string, number, integer, flag or list."""
+    kind = document_type(name)
     if pa.types.is_list(kind):
         return "list"
     if pa.types.is_boolean(kind):
@@ -251,9 +278,56 @@ EXPORT_FORMATS = ("jsonl", *ENGINES)
 ALGOLIA_BATCH = 1_000
 #: Records turned into text at a time, so memory follows this, not the lake.
 EXPORT_CHUNK = 50_000
+#: Each engine's budget for one record, in UTF-8 bytes of the JSON document it receives.
+#: Algolia refuses a record over 10 KB on its smallest plan (Build) and over 100 KB on any
+#: ("Record is too big"); a record within the data contract can pass either. The other
+#: engines document no bound per document that a record can reach. ``max_record_bytes``
+#: sets or raises a budget for any format (issue 43).
+RECORD_BYTES = {"algolia": 10_000}
+#: Texts a record over its budget gives up, in this order: the description (searched
+#: last, as ``unordered``), then the name. Never an id, a price or a filter value.
+TRIMMABLE = ("description", "product_name")
+#: Ends a trimmed text, so a reader sees that more was there.
+ELLIPSIS = "…"
+#: Ids a report lists one by one; past this, counts.
+REPORTED_IDS = 100
 
 
-def write_export(records: pa.Table, fmt: str, output: Any, *, batch: int = ALGOLIA_BATCH) -> None:
+@dataclass
+class Exported:
+    """What an export wrote: how many records, which were trimmed to fit, which could not.
+
+    A record whose trimmable texts are gone and that is still over its budget
+    (an id or filter value alone past it) is left out of the file and listed
+    in ``too_large``: an engine would refuse it, and with it, for Algolia, its
+    whole batch. The lake keeps it whole either way.
+    """
+
+    records: int = 0
+    max_record_bytes: int | None = None
+    trimmed: list[str] = field(default_factory=list)
+    too_large: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """The report as JSON-ready data: counts, and the first ``REPORTED_IDS`` ids."""
+        return {
+            "records": self.records,
+            "max_record_bytes": self.max_record_bytes,
+            "trimmed": len(self.trimmed),
+            "trimmed_ids": self.trimmed[:REPORTED_IDS],
+            "too_large": len(self.too_large),
+            "too_large_ids": self.too_large[:REPORTED_IDS],
+        }
+
+
+def write_export(
+    records: pa.Table,
+    fmt: str,
+    output: Any,
+    *,
+    batch: int = ALGOLIA_BATCH,
+    max_record_bytes: int | None = None,
+) -> Exported:
     """Write the records to ``output`` (a text or binary stream) as ``fmt``'s import lines.
 
     - ``jsonl``: ``{"op": "upsert", "object_id": "17", "record": {...}}`` per line.
@@ -265,30 +339,130 @@ def write_export(records: pa.Table, fmt: str, output: Any, *, batch: int = ALGOL
     - ``elasticsearch``, ``opensearch``: ``_bulk`` NDJSON, an ``index`` action by
       ``_id`` then the document.
 
+    An engine's documents also carry ``group_key`` (``Roles.group``), and
+    Meilisearch's the ``rank_*`` numbers it ranks by. Each record is held to
+    ``max_record_bytes``, else its engine's ``RECORD_BYTES`` (``_fitted``).
+
     Raises:
-        CatalogLakeError: a format not in ``EXPORT_FORMATS``.
+        CatalogLakeError: a format not in ``EXPORT_FORMATS``, or a budget under 1 byte.
     """
     require_format(fmt)
+    budget = max_record_bytes if max_record_bytes is not None else RECORD_BYTES.get(fmt)
+    if budget is not None and budget < 1:
+        raise CatalogLakeError(f"--max-record-bytes must be 1 or more; got {budget}")
+    report = Exported(max_record_bytes=budget)
     chunk = max(batch, EXPORT_CHUNK - EXPORT_CHUNK % batch)  # Algolia bodies never straddle
     for start in range(0, records.num_rows, chunk):
         part = records.slice(start, chunk)
-        frame = pl.from_arrow(part.select(EXPORTED))
+        frame = _documents(pl.from_arrow(part.select(EXPORTED)), fmt)
+        text = _encoded(frame, fmt)
+        if budget is not None and (text["document"].str.len_bytes() > budget).any():
+            frame = _fitted(frame, budget, report)  # rare: only then is anything encoded twice
+            text = _encoded(frame, fmt)
+        report.records += text.height
         # Polars writes the column of lines straight to the stream: no Python string per chunk.
-        _lines(frame, fmt, batch).to_frame().write_csv(  # type: ignore[arg-type]
+        _lines(text, fmt, batch).to_frame().write_csv(  # type: ignore[arg-type]
             output, include_header=False, quote_style="never"
         )
+    return report
 
 
-def _lines(frame: pl.DataFrame, fmt: str, batch: int) -> pl.Series:
+def _documents(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
+    """The records as ``fmt``'s engine takes them: its key, the group key, rank numbers."""
+    if fmt == "jsonl":
+        return frame  # the records as the lake holds them
     ids = pl.col("object_id").cast(pl.String)
-    if fmt == "typesense":
-        frame = frame.with_columns(ids.alias("id")).drop("object_id").select("id", pl.exclude("id"))
-    elif fmt == "algolia":
-        frame = frame.with_columns(ids.alias("objectID"))
-    text = frame.select(
-        pl.struct(pl.all()).struct.json_encode().alias("document"),
-        (ids if fmt != "typesense" else pl.col("id")).alias("key"),
+    group = (
+        pl.when(pl.col(ROLES.distinct).is_null())
+        .then(pl.concat_str([pl.lit("item:"), ids]))
+        .otherwise(pl.concat_str([pl.lit("group:"), pl.col(ROLES.distinct)]))
     )
+    frame = frame.with_columns(group.alias(ROLES.group))
+    if fmt == "meilisearch":
+        frame = frame.with_columns(
+            pl.col(a).cast(pl.Int64).fill_null(-1).alias(_RANK + a) for a in ROLES.ranking
+        )
+    if fmt == "typesense":
+        return frame.with_columns(ids.alias("id")).drop("object_id").select("id", pl.exclude("id"))
+    if fmt == "algolia":
+        return frame.with_columns(ids.alias("objectID"))
+    return frame
+
+
+def _size() -> pl.Expr:
+    """Each document's size: UTF-8 bytes of its JSON, as the engine receives it."""
+    return pl.struct(pl.all()).struct.json_encode().str.len_bytes()
+
+
+def _fitted(frame: pl.DataFrame, budget: int, report: Exported) -> pl.DataFrame:
+    """The documents held to ``budget`` bytes each; ``report`` learns which were trimmed.
+
+    Only the documents over it are worked on, a few passes of whole columns:
+    each pass cuts the first trimmable text that is left by the bytes still
+    over (``_cut``), and measures again, since JSON escapes make a text's
+    share of its document larger than its own bytes.
+    """
+    sizes = frame.select(_size()).to_series().cast(pl.Int64)
+    over = sizes > budget
+    if not over.any():
+        return frame
+    order = pl.int_range(pl.len()).alias("_order")
+    frame = frame.with_columns(order)
+    keep, work = frame.filter(~over), frame.filter(over)
+    for column in TRIMMABLE:
+        for _ in range(4):
+            size = work.drop("_order").select(_size()).to_series().cast(pl.Int64)
+            if not (size > budget).any():
+                break
+            work = work.with_columns(_cut(column, size - budget))
+    size = work.drop("_order").select(_size()).to_series()
+    key = "id" if "id" in work.columns else "object_id"
+    ids = work[key].cast(pl.String)
+    report.too_large += ids.filter(size > budget).to_list()
+    report.trimmed += ids.filter(size <= budget).to_list()
+    kept = pl.concat([keep, work.filter(size <= budget)], how="vertical")
+    return kept.sort("_order").drop("_order")
+
+
+def _cut(column: str, excess: pl.Series) -> pl.Expr:
+    """``column`` shortened by at least ``excess`` bytes, at a word or grapheme boundary.
+
+    Slices are in characters, never inside one; the share of characters kept is
+    the share of bytes kept, so several bytes a character cut alike. A cut that
+    would split a grapheme (a base and its combining marks, as in Devanagari)
+    drops the whole cluster; one with a space in its last 64 characters ends at
+    that word. ``ELLIPSIS`` marks what was cut.
+    """
+    text = pl.col(column)
+    excess = excess.cast(pl.Int64)  # lengths are UInt32: their products and differences wrap
+    have = text.str.len_bytes().cast(pl.Int64)
+    want = (have - pl.lit(excess) - len(ELLIPSIS.encode())).clip(lower_bound=0)
+    share = want.cast(pl.Float64) / have.clip(lower_bound=1)
+    chars = (text.str.len_chars().cast(pl.Float64) * share).floor().cast(pl.Int64)
+    head = text.str.slice(0, chars)
+    split = text.str.slice(chars, 1).str.contains(r"^\p{M}")
+    head = pl.when(split).then(head.str.replace(r"\P{M}\p{M}*$", "")).otherwise(head)
+    worded = head.str.replace(r"\s+\S{0,64}$", "")
+    head = pl.when(worded.str.len_chars() > 0).then(worded).otherwise(head)
+    shortened = pl.when(chars > 0).then(pl.concat_str([head, pl.lit(ELLIPSIS)])).otherwise(None)
+    return (
+        pl.when(text.is_null() | (pl.lit(excess) <= 0))
+        .then(text)
+        .otherwise(shortened)
+        .alias(column)
+    )
+
+
+def _encoded(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
+    """Each document's JSON text and its key, as text."""
+    key = pl.col("id") if fmt == "typesense" else pl.col("object_id").cast(pl.String)
+    return frame.select(
+        pl.struct(pl.all()).struct.json_encode().alias("document"), key.alias("key")
+    )
+
+
+def _lines(text: pl.DataFrame, fmt: str, batch: int) -> pl.Series:
+    """The import lines of encoded documents (``_encoded``) in ``fmt``."""
     if fmt == "jsonl":
         lines = text.select(
             pl.concat_str(
