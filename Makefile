@@ -32,7 +32,8 @@ demo: setup
 
 # Two processes, each taking whole test files: session fixtures (a Prefect test server,
 # an S3 server) start once per process. Measured on two cores (2026-11-28, `/usr/bin/time -v
-# make test`, 975 tests): 8 min 35 s of wall time, 14.5 CPU-minutes (749 s user, 122 s system).
+# make test`, 1,017 tests, load average 3.8): 9 min 15 s of wall time, 16 CPU-minutes (844 s
+# user, 120 s system).
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 

@@ -301,11 +301,10 @@ def sync(
     lake.ensure()
     table = lake.table("records")
     latest = table.version() if table is not None else 0
-    claimed = place.manifest()
-    manifest = place.claim(
+    manifest, new = place.claim(
         resolved_lake_uri(lake.uri), lake.identity() or "", fmt, now or catalog.clock()
     )
-    previous = None if full or claimed is None else cursor(lake, place.key)
+    previous = None if full or new else cursor(lake, place.key)
     if previous is not None and previous["format"] != fmt:
         raise CatalogLakeError(
             f"{target} was synced as {previous['format']}, not {fmt}; use another target "
@@ -331,16 +330,16 @@ def sync(
         path = path if found.upserts.num_rows else None
         if deletes:
             deletes_path = place.join(name + ".deletes.json")
-            place.write(deletes_path, None, lambda out, _: out.write(_id_array(found.deletes)))
+            place.write(deletes_path, lambda out: out.write(_id_array(found.deletes)))
         found = Changes(found.since, found.until, found.upserts, found.deletes.slice(0, 0))
     exported = Exported()
     if path is not None:
 
-        def write(out: Any, side: Any) -> None:
+        def write(out: Any) -> None:
             nonlocal exported
-            exported = write_changes(found, fmt, out, side, max_record_bytes=max_record_bytes)
+            exported = write_changes(found, fmt, out, max_record_bytes=max_record_bytes)
 
-        place.write(path, None, write)
+        place.write(path, write)
     fitted = exported.summary()
     row = {
         "target": place.key,

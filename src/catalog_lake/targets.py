@@ -33,7 +33,7 @@ MANIFEST = ".catalog-lake-target.json"
 #: Object stores a target may name; any other ``scheme://`` is refused in one line.
 SCHEMES = ("file", "s3", "gs", "abfs", "az")
 
-Writer = Callable[[IO[str], IO[str] | None], None]
+Writer = Callable[[IO[str]], Any]
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,14 @@ class Target:
             ) from None
         return manifest
 
-    def claim(self, lake_uri: str, lake_id: str, fmt: str, now: datetime) -> dict[str, Any]:
-        """The target's manifest for this lake: written if new, refused if another lake's."""
+    def claim(
+        self, lake_uri: str, lake_id: str, fmt: str, now: datetime
+    ) -> tuple[dict[str, Any], bool]:
+        """The target's manifest for this lake, and whether it is new (written now).
+
+        Raises:
+            UsageError: the manifest names another lake.
+        """
         manifest = self.manifest()
         if manifest is not None:
             if manifest["lake_id"] != lake_id:
@@ -94,50 +100,40 @@ class Target:
                     f"another target, or empty this one first if this lake replaces that one",
                     "target",
                 )
-            return manifest
+            return manifest, False
         manifest = {"lake": lake_uri, "lake_id": lake_id, "format": fmt,
                     "created_at": now.isoformat()}  # fmt: skip
         text = json.dumps(manifest, indent=2) + "\n"
-        self.write(self.join(MANIFEST), None, lambda out, _: out.write(text))
-        return manifest
+        self.write(self.join(MANIFEST), lambda out: out.write(text))
+        return manifest, True
 
-    def write(self, path: str, deletes_path: str | None, write: Writer) -> None:
-        """Write a range's files whole: beside their place and moved in, or put at once.
+    def write(self, path: str, write: Writer) -> None:
+        """Write one file whole, so a loader never reads half of it.
 
-        ``write(out, side)`` writes the body to ``out`` and the deletions, when
-        ``deletes_path`` is given, to ``side``.
+        ``write(out)`` writes its text. A local file is written beside its place
+        and moved in; an object is written to a scratch file first, then put at
+        once.
         """
         if self.local:
             local = Path(path.removeprefix("file://"))
             local.parent.mkdir(parents=True, exist_ok=True)
             partial = local.with_name(local.name + ".partial")
-            extra = Path(deletes_path.removeprefix("file://")) if deletes_path else None
             try:
                 with partial.open("w", encoding="utf-8") as out:
-                    if extra is not None:
-                        with extra.with_name(extra.name + ".partial").open("w") as side:
-                            write(out, side)
-                        extra.with_name(extra.name + ".partial").replace(extra)
-                    else:
-                        write(out, None)
+                    write(out)
             except BaseException:
                 partial.unlink(missing_ok=True)
                 raise
             partial.replace(local)
             return
-        filesystem, _ = self._filesystem(path)
-        with tempfile.TemporaryDirectory() as scratch:  # written whole first: then one put each
-            body, side = Path(scratch) / "body", Path(scratch) / "deletes"
-            with body.open("w", encoding="utf-8") as out, side.open("w", encoding="utf-8") as sd:
-                write(out, sd if deletes_path else None)
+        filesystem, key = self._filesystem(path)
+        with tempfile.TemporaryDirectory() as scratch:
+            body = Path(scratch) / "body"
+            with body.open("w", encoding="utf-8") as out:
+                write(out)
             try:
-                uploads = [(side, deletes_path)] if deletes_path else []
-                for local_file, remote in [*uploads, (body, path)]:
-                    with (
-                        local_file.open("rb") as source,
-                        filesystem.open_output_stream(self._filesystem(remote)[1]) as out,
-                    ):
-                        shutil.copyfileobj(source, out)
+                with body.open("rb") as source, filesystem.open_output_stream(key) as out:
+                    shutil.copyfileobj(source, out)
             except (OSError, pa.ArrowException) as exc:
                 raise LakeError(f"cannot write {path}: {first_line(exc)}") from None
 
