@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,10 +24,7 @@ from .lake import quote, races, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .push import strict_of
 from .schemas import ITEMS, RECORDS
-from .store import live_records
-
-if TYPE_CHECKING:  # the facade uses these modules; they only take one
-    from .catalog import Catalog
+from .store import Catalog, live_records
 
 #: Columns a dry run compares. A backfill keeps ``updated_at``, never touches
 #: ``likes`` and ``sales`` (the metrics feed owns them), and ids never move.

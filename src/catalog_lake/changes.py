@@ -26,13 +26,12 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-from deltalake import DeltaTable
 
 from . import reads
 from .blocks import changed_rows
 from .errors import CatalogLakeError, LakeError
 from .exports import EXPORTED, Exported, require_format, write_export
-from .lake import STORE_ERRORS, Lake, conform, first_line, quote
+from .lake import STORE_ERRORS, Lake, conform, first_line, partition_files, quote
 from .schemas import CURSORS, RECORDS
 from .settings import resolved_lake_uri
 from .targets import Target
@@ -84,8 +83,10 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
     if end == start:
         return Changes(start, end, RECORDS.empty_table().select(EXPORTED), empty)
     try:
-        before_table, after_table = _snapshot(lake, table, start), _snapshot(lake, table, end)
-        before_files, after_files = _files(before_table), _files(after_table)
+        before_table = lake.snapshot("records", start, table)
+        after_table = lake.snapshot("records", end, table)
+        before_files = partition_files(before_table, "id_block")
+        after_files = partition_files(after_table, "id_block")
     except (*STORE_ERRORS, CatalogLakeError) as exc:
         raise _behind(start, exc) from None
     touched = sorted(
@@ -111,23 +112,7 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
     )
 
 
-def _snapshot(lake: Lake, latest: DeltaTable, version: int) -> DeltaTable:
-    """The records table at ``version``: the open table when it is the latest."""
-    if version == latest.version():
-        return latest
-    return DeltaTable(lake.path("records"), version=version, storage_options=lake.storage_options)
-
-
-def _files(table: DeltaTable) -> dict[str, int]:
-    """Every data file of a snapshot of the records table, with its id block."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    if actions.num_rows == 0:
-        return {}
-    blocks = actions["partition.id_block"].cast(pa.int64()).to_pylist()
-    return dict(zip(actions["path"].to_pylist(), blocks, strict=True))
-
-
-def _rows(table: DeltaTable, blocks: list[int], options: dict[str, str] | None) -> pl.DataFrame:
+def _rows(table: Any, blocks: list[int], options: dict[str, str] | None) -> pl.DataFrame:
     """The records of some id blocks of a snapshot, their exported columns in today's types.
 
     Cast in the scan, not through Arrow: the blocks of a scattered change can

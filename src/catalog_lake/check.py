@@ -21,7 +21,7 @@ answers for it (docs/design.md, "Writers").
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,10 +31,7 @@ import pyarrow.compute as pc
 from . import clean
 from .metrics import lagging_counts
 from .push import unfinished
-
-if TYPE_CHECKING:  # the facade uses these modules; they only take one
-    from .catalog import Catalog
-
+from .store import Catalog
 
 _MAX_EXAMPLES = 5
 

@@ -26,7 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,10 +40,7 @@ from .lake import LAKE_ERRORS, quote, races, sql_timestamp
 from .push import check_key, write_failed
 from .schemas import PUSHES, RAW, REJECTS
 from .sources import place_of
-from .store import stored
-
-if TYPE_CHECKING:  # the facade uses this module; it only takes one
-    from .catalog import Catalog
+from .store import Catalog, stored
 
 #: The keys of a delete's answer, in the push response's style (SPEC 2.7).
 REQUEST_KEY = "catalog_delete_request_id"

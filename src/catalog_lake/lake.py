@@ -663,6 +663,12 @@ class Lake:
         sql = f'SELECT 1 FROM "{name}" WHERE "{column}" = {quote(value)} LIMIT 1'
         return self.read(name, sql).num_rows > 0
 
+    def snapshot(self, name: str, version: int, latest: DeltaTable) -> DeltaTable:
+        """Table ``name`` as it was at ``version``: ``latest`` (open) when that is its version."""
+        if version == latest.version():
+            return latest
+        return DeltaTable(self.path(name), version=version, storage_options=self.storage_options)
+
     def identity(self) -> str | None:
         """The lake's identity: its ``records`` table's Delta id, None before it exists.
 
@@ -682,6 +688,15 @@ class Lake:
         """
         table = self.table(name) if refresh or name not in self._tables else self._tables[name]
         return None if table is None else table.version()
+
+
+def partition_files(table: DeltaTable, column: str) -> dict[str, int]:
+    """Every data file of a table snapshot, with its value of partition ``column``."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return {}
+    values = actions[f"partition.{column}"].cast(pa.int64()).to_pylist()
+    return dict(zip(actions["path"].to_pylist(), values, strict=True))
 
 
 def _added(name: str) -> list[pa.Field]:
@@ -786,9 +801,14 @@ def _require_not_newer(name: str, table: DeltaTable, schema: pa.Schema, uri: str
 
 
 def _version() -> str:
-    from . import __version__
+    """This installation's version, read from its metadata as the CLI reads it.
 
-    return __version__
+    Importing the package's ``__init__`` from here would pull it below the
+    modules it imports (issue 44).
+    """
+    from importlib.metadata import version
+
+    return version("catalog-lake")
 
 
 def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: str) -> None:

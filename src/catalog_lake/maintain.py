@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -19,10 +19,7 @@ from .blocks import changed_rows, content_columns
 from .lake import sql_timestamp
 from .records import Batch, derive_records, unpack_attributes
 from .schemas import ITEMS, RECORDS, TABLES
-from .store import live_records
-
-if TYPE_CHECKING:  # the facade uses these modules; they only take one
-    from .catalog import Catalog
+from .store import Catalog, live_records
 
 DEFAULT_RETENTION_HOURS = 7 * 24
 

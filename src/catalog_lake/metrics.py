@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa_
@@ -17,9 +17,7 @@ import pyarrow.compute as pc
 from . import reads, settings
 from .errors import CatalogLakeError, LakeError
 from .lake import STORE_ERRORS, first_line
-
-if TYPE_CHECKING:  # the facade uses these modules; they only take one
-    from .catalog import Catalog
+from .store import Catalog
 
 
 @cache

@@ -19,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from .catalog import Catalog
 from .lake import quote
 from .schemas import FILES, RUNS
 from .sources import DEFAULT_PATTERN, FeedFile, FileResult, discover, is_remote
+from .store import Catalog
 from .summary import SKIP_FAILED, SKIP_UNCHANGED
 
 #: A ``files`` row for a path whose items a full refresh deleted because the file was gone.

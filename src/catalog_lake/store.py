@@ -44,12 +44,26 @@ from .summary import DRY_RUN_KEY
 
 
 class Catalog(Protocol):
-    """What the writes need of the facade that calls them (``catalog.Catalog``)."""
+    """What the modules under the facade need of it (``catalog.Catalog``).
+
+    They take the facade by this protocol, never by importing ``catalog``:
+    the facade imports them, so importing it back would close a circle
+    (issue 44).
+    """
 
     lake: Lake
     keys: Keys
     synonyms: Synonyms
     clock: Callable[[], datetime]
+
+    def derive(self, parsed: ParsedPush, **options: Any) -> Any:
+        """Validate items and derive their rows and records, writing nothing."""
+
+    def snapshot_keys(self) -> pa.Table | None:
+        """The keys a new process would load; None without a snapshot."""
+
+    def save_key_index(self) -> None:
+        """Save the lake's key snapshot as of now."""
 
 
 def earlier_pushes(lake: Lake, pushes: list[Push]) -> tuple[int, dict[str, Earlier]]:
