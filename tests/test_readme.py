@@ -84,10 +84,16 @@ def _normalized(text: str) -> str:
     return text
 
 
+#: The documents whose console sessions run as written: the README and every page of docs/.
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def _sessions() -> list[list[tuple[str, str]]]:
     """Console blocks made only of catalog-lake commands: [(command, expected output)]."""
     sessions = []
-    for block in re.findall(r"```console\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+    blocks = [b for doc in DOCUMENTS for b in re.findall(r"```console\n(.*?)```", doc.read_text(),
+                                                          re.S)]  # fmt: skip
+    for block in blocks:
         steps: list[tuple[str, list[str]]] = []
         for line in block.splitlines():
             if line.startswith("$ "):
@@ -113,6 +119,29 @@ def _matches(expected: str, actual: str) -> bool:
 def test_the_readme_has_shell_sessions_to_check():
     assert len(_sessions()) >= 1
     assert sum(len(session) for session in _sessions()) >= 6
+
+
+def test_the_readme_stays_a_readme():
+    """Reference belongs in docs/ (issue 44): the README is a quick start, sessions, links."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 400
+
+
+def test_every_command_and_option_is_documented():
+    """As sqlite-utils' test_docs: a command or option missing from the docs fails here."""
+    import typer.main
+
+    from catalog_lake.cli import app
+
+    text = "\n".join(doc.read_text() for doc in DOCUMENTS)
+    group = typer.main.get_command(app)
+    assert len(group.commands) >= 17
+    missing = [o for p in group.params for o in p.opts if o.startswith("--") and o not in text]
+    for name, command in group.commands.items():
+        if f"`{name}" not in text:
+            missing.append(name)
+        missing += [f"{name} {option}" for param in command.params for option in param.opts
+                    if option.startswith("--") and option not in text]  # fmt: skip
+    assert missing == []
 
 
 @pytest.mark.parametrize("number", range(len(_sessions())))

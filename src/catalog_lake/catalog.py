@@ -199,7 +199,7 @@ class Catalog:
     ) -> dict[str, Any]:
         """Delete items by ``client_item_id``: their records leave, their ids stay reserved.
 
-        Answers in the push response's style (README, "Lifecycle"): a request
+        Answers in the push response's style (docs/lifecycle.md, "Lifecycle"): a request
         id, counts as numeric text, and one entry per id with its ``status``
         (``deleted``, ``already_deleted``, ``superseded`` by a newer push, or
         ``refused`` with a ``code``). Refusals are per id, never an exception;
@@ -371,7 +371,7 @@ class Catalog:
         """Records matching a SQL expression, by service id; read-only.
 
         Args:
-            where: one SQL condition over record columns (README, "Command line"),
+            where: one SQL condition over record columns (docs/cli.md, "Command reference"),
                 e.g. ``"on_sale AND price < 500"``, ``"array_contains(tags, 'veg')"``
                 or ``"updated_at >= '2026-11-25'"``.
             columns: the columns to return (all by default).
@@ -400,7 +400,7 @@ class Catalog:
         """Write every current record to ``output`` (a text stream) in ``fmt``.
 
         ``fmt`` is one of ``exports.EXPORT_FORMATS``: plain JSON Lines, or an
-        engine's import format (README, "Search engines"). ``as_of`` exports
+        engine's import format (docs/search.md, "Search engines"). ``as_of`` exports
         the records as they were at a version or time. Returns the
         ``exports.Exported`` report: records written, and those trimmed to fit
         ``max_record_bytes`` (else the engine's own budget) or left out.
@@ -432,10 +432,11 @@ class Catalog:
         hits_per_page: int = 20,
         distinct: bool = True,
     ) -> dict[str, Any]:
-        """Search the records (README, "Search"): hits, ``nb_hits``, facet counts, time taken.
+        """Search the records: hits, ``nb_hits``, facet counts, the time taken.
 
-        The embedded index (``search.SearchIndex``) first catches up with the
-        lake's changes, so every write is visible to the next search.
+        As docs/search.md describes it (docs/search.md, "Search"). The embedded
+        index (``search.SearchIndex``) first catches up with the lake's changes,
+        so every write is visible to the next search.
         ``filters`` is a dict of conditions, all required (``{"on_sale": True,
         "price": (200, 900), "categories": ["Fashion", "Ethnic"]}``, a list value
         meaning any of), or a list of such dicts, any of which may hold.

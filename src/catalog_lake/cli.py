@@ -710,7 +710,7 @@ def export(
     max_record_bytes: MaxRecordBytes = None,
     as_json: SummaryJson = False,
 ) -> None:
-    """Write every record in a search engine's import format (README, "Search engines")."""
+    """Write every record in a search engine's import format (docs/search.md, "Search engines")."""
     _summary_on_stdout(as_json, output)
     catalog = _catalog(lake, storage_option)
     try:
