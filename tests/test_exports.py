@@ -62,19 +62,12 @@ def test_algolia_settings():
 def test_meilisearch_settings():
     settings = index_settings("meilisearch")
     assert settings["searchableAttributes"] == list(ROLES.searchable)
-    # Meilisearch's six built-in rules, in its default order, then the business metrics.
+    # Meilisearch's six built-in rules, in its default order, then the business metrics as
+    # numbers with no nulls: Meilisearch ranks no booleans (issue 43).
     assert settings["rankingRules"] == [
-        "words",
-        "typo",
-        "proximity",
-        "attribute",
-        "sort",
-        "exactness",
-        "rank_sales:desc",
-        "rank_likes:desc",
-        "rank_in_stock:desc",
-        "rank_inventory:desc",
-    ]  # fmt: skip  (numbers with no nulls: Meilisearch ranks no booleans, issue 43)
+        "words", "typo", "proximity", "attribute", "sort", "exactness",
+        "rank_sales:desc", "rank_likes:desc", "rank_in_stock:desc", "rank_inventory:desc",
+    ]  # fmt: skip
     assert {f"rank_{a}" for a in SPEC_RANKING} <= set(settings["sortableAttributes"])
     assert SPEC_FILTERS <= set(settings["filterableAttributes"])
     assert settings["distinctAttribute"] == "group_key"
