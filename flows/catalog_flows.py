@@ -53,8 +53,8 @@ from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
 from catalog_lake.deletes import DEFAULT_MAX_DELETE_SHARE, Refresh  # noqa: E402
 from catalog_lake.settings import (  # noqa: E402
+    DEFAULT_LAKE,
     PLACES,
-    default_lake_uri,
     is_stable_place,
     lake_limit_name,
 )
@@ -127,13 +127,13 @@ def _prefect_variable(name: str) -> str | None:
 
 
 def lake_of_run(lake: str | None) -> str:
-    """The lake this flow run writes: ``lake``, ``$CATALOG_LAKE_URI``, the variable, ``./lake``.
+    """The lake a flow run writes (``stable_place``): by default ``$CATALOG_LAKE_URI``.
 
-    Between the two, the Prefect variable ``catalog_lake_uri``. A deployment's
-    run refuses a relative lake (``stable_place``): it would be written into the
-    run's temporary clone of the project and lost.
+    Else the Prefect variable ``catalog_lake_uri``, else ``./lake`` outside a
+    deployment. A deployment's run refuses a relative lake: it would be written
+    into the run's temporary clone of the project and lost.
     """
-    return stable_place("lake", lake, default_lake_uri())
+    return stable_place("lake", lake, DEFAULT_LAKE)
 
 
 @contextmanager
