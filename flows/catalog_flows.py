@@ -480,10 +480,17 @@ def maintain(
 
 @task(name="sync", cache_policy=NONE, **IO_RETRIES)
 def sync_task(
-    lake: str | None, target: str, fmt: str, full: bool, max_record_bytes: int | None = None
+    lake: str | None,
+    target: str,
+    fmt: str,
+    full: bool,
+    max_record_bytes: int | None = None,
+    apply: str | None = None,
 ) -> dict[str, Any]:
     """``changes.sync``, as ``catalog-lake sync``: a retry exports the same range again."""
-    return Catalog(lake).sync(target, fmt, full=full, max_record_bytes=max_record_bytes)
+    return Catalog(lake).sync(
+        target, fmt, full=full, max_record_bytes=max_record_bytes, apply=apply
+    )
 
 
 @flow(name="sync", flow_run_name=lambda: _run_name("sync", "target"), log_prints=True)
@@ -493,20 +500,23 @@ def sync(
     full: bool = False,
     lake: str | None = None,
     max_record_bytes: int | None = None,
+    apply: str | None = None,
 ) -> dict[str, Any]:
     """Export the records' changes since ``target``'s cursor to a new file there.
 
     The first run (or ``full``) exports every record; each later one the
     upserts and deletes since the cursor, which then moves. A run that fails
     after writing its file writes the same range again: loading it twice is
-    harmless (upserts and deletes are idempotent). ``target`` defaults to
+    harmless (upserts and deletes are idempotent). ``apply``, an engine index's URL,
+    loads the files there before the cursor moves (``catalog-lake sync --apply``;
+    credentials from the worker's environment). ``target`` defaults to
     ``CATALOG_LAKE_SYNC_TARGET`` (or the Prefect variable ``catalog_lake_sync_target``),
     else ``exports/search`` outside a deployment.
     """
     lake = lake_of_run(lake)
     target = stable_place("target", target, "exports/search")
     with one_writer(lake):
-        report = sync_task(lake, target, format, full, max_record_bytes)
+        report = sync_task(lake, target, format, full, max_record_bytes, apply)
     create_markdown_artifact(key="sync-report", markdown=_report_markdown("Sync", report))
     return report
 

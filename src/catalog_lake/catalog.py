@@ -462,11 +462,15 @@ class Catalog:
         *,
         full: bool = False,
         max_record_bytes: int | None = None,
+        apply: str | None = None,
     ) -> dict[str, Any]:
-        """Export the changes since ``target``'s cursor there and advance it (``changes.sync``)."""
+        """Export the changes since ``target``'s cursor there and advance it (``changes.sync``).
+
+        ``apply``, a search engine index's URL, loads the files there first (``loaders``).
+        """
         from .changes import sync
 
-        return sync(self, target, fmt, full=full, max_record_bytes=max_record_bytes)
+        return sync(self, target, fmt, full=full, max_record_bytes=max_record_bytes, apply=apply)
 
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""

@@ -251,6 +251,7 @@ def sync(
     full: bool = False,
     now: datetime | None = None,
     max_record_bytes: int | None = None,
+    apply: str | None = None,
 ) -> dict[str, Any]:
     """Export what changed since ``target``'s cursor to a new file there, then advance it.
 
@@ -268,6 +269,9 @@ def sync(
     ``max_record_bytes`` (``exports.write_export``); the answer counts those
     trimmed and left out.
 
+    ``apply``, an engine index's URL, sends the files there (``loaders.apply``)
+    before the cursor moves: a load that fails is sent again by the next sync.
+
     A target follows one lake (``targets.Target.claim``): its manifest names
     the lake, and another lake's sync is refused. A target without a manifest
     (new, emptied, or written before manifests) starts with every record. The
@@ -281,6 +285,10 @@ def sync(
     """
     require_format(fmt)
     place = Target.of(target)
+    if apply is not None:
+        from .loaders import check
+
+        check(fmt, apply)  # before anything is written
     lake = catalog.lake
     lake.require()
     lake.ensure()
@@ -326,6 +334,11 @@ def sync(
 
         place.write(path, write)
     fitted = exported.summary()
+    applied = None
+    if apply is not None and (path or deletes_path):
+        from .loaders import apply as load
+
+        applied = load(fmt, apply, path, deletes_path, place.read)
     row = {
         "target": place.key,
         "format": fmt,
@@ -349,6 +362,7 @@ def sync(
         "trimmed": fitted["trimmed"],
         "too_large": fitted["too_large"],
         **({"too_large_ids": fitted["too_large_ids"]} if fitted["too_large"] else {}),
+        **({"applied": applied} if apply is not None else {}),
         "lake_id": manifest["lake_id"],
     }
 

@@ -876,12 +876,21 @@ def sync(
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
     max_record_bytes: MaxRecordBytes = None,
+    apply: Annotated[
+        str | None,
+        typer.Option(
+            "--apply",
+            metavar="INDEX_URL",
+            help="Load the new files into the engine's index at this URL before the cursor "
+            "moves (credentials from the engine's variables: docs/search.md).",
+        ),
+    ] = None,
     as_json: AlwaysJson = False,
 ) -> None:
     """Export the changes since TARGET's cursor to a new file there, then advance the cursor."""
     try:
         report = _catalog(lake, storage_option).sync(
-            target, engine, full=full, max_record_bytes=max_record_bytes
+            target, engine, full=full, max_record_bytes=max_record_bytes, apply=apply
         )
     except CatalogLakeError as exc:
         usage = isinstance(exc, UsageError) or str(exc).startswith("unknown format")

@@ -137,6 +137,13 @@ class Target:
             except (OSError, pa.ArrowException) as exc:
                 raise LakeError(f"cannot write {path}: {first_line(exc)}") from None
 
+    def read(self, path: str) -> str:
+        """A file of the target, whole, as text."""
+        text = self._read(path)
+        if text is None:
+            raise LakeError(f"{path} is gone from its target")
+        return text
+
     def _read(self, path: str) -> str | None:
         if self.local:
             try:
