@@ -209,3 +209,16 @@ def test_the_cli_applies_and_prints_what_it_sent(tmp_path, credentials):
     assert ran.exit_code == 0, ran.output
     assert json.loads(ran.stdout)["applied"] == {"engine": "typesense", "url": url, "requests": 1}
     assert "secret" not in ran.output
+
+
+def test_an_engine_that_never_answers_or_stays_busy_is_one_line(tmp_path, credentials):
+    from catalog_lake import loaders
+
+    catalog = Catalog(tmp_path / "lake")
+    catalog.push({"items": [make_item(client_item_id="A")]})
+    with pytest.raises(EngineError, match="could not be reached"):  # nothing listens on 9
+        catalog.sync(str(tmp_path / "out"), "meilisearch", apply="http://127.0.0.1:9/indexes/x")
+    with engine("meilisearch", fail_first=loaders.ATTEMPTS) as (url, requests):
+        with pytest.raises(EngineError, match=f"answered 503 {loaders.ATTEMPTS} times"):
+            catalog.sync(str(tmp_path / "out"), "meilisearch", apply=url)
+    assert len(requests) == loaders.ATTEMPTS

@@ -93,16 +93,27 @@ class _Engine:
         self.url = url
 
     def send(self, method: str, path: str, **request: Any) -> httpx.Response:
-        for attempt in Retrying(
-            retry=retry_if_exception(_transient),
-            stop=stop_after_attempt(ATTEMPTS),
-            wait=wait_exponential_jitter(initial=0.5, max=10),
-            reraise=True,
-        ):
-            with attempt:
-                answer = self.client.request(method, f"{self.url}{path}", **request)
-                if answer.status_code == 429 or answer.status_code >= 500:
-                    answer.raise_for_status()
+        try:
+            for attempt in Retrying(
+                retry=retry_if_exception(_transient),
+                stop=stop_after_attempt(ATTEMPTS),
+                wait=wait_exponential_jitter(initial=0.5, max=10),
+                reraise=True,
+            ):
+                with attempt:
+                    answer = self.client.request(method, f"{self.url}{path}", **request)
+                    if answer.status_code == 429 or answer.status_code >= 500:
+                        answer.raise_for_status()
+        except httpx.HTTPStatusError as exc:
+            raise EngineError(
+                f"{method} {self.url}{path} answered {exc.response.status_code} "
+                f"{ATTEMPTS} times; the next sync sends the same files again"
+            ) from None
+        except httpx.TransportError as exc:
+            raise EngineError(
+                f"{method} {self.url}{path} could not be reached ({exc}); the next sync sends "
+                "the same files again"
+            ) from None
         if answer.status_code >= 400:
             raise EngineError(
                 f"{method} {self.url}{path} answered {answer.status_code}: "
