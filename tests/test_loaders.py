@@ -222,3 +222,20 @@ def test_an_engine_that_never_answers_or_stays_busy_is_one_line(tmp_path, creden
         with pytest.raises(EngineError, match=f"answered 503 {loaders.ATTEMPTS} times"):
             catalog.sync(str(tmp_path / "out"), "meilisearch", apply=url)
     assert len(requests) == loaders.ATTEMPTS
+
+
+@pytest.mark.parametrize("fmt", ["meilisearch", "typesense", "elasticsearch"])
+def test_a_large_file_goes_in_bodies_under_the_engines_limit_never_splitting_an_action(
+    tmp_path, credentials, monkeypatch, fmt
+):
+    from catalog_lake import loaders
+
+    monkeypatch.setattr(loaders, "BODY_LINES", 3)  # as 10,000 lines would, at a small scale
+    catalog = Catalog(tmp_path / "lake")
+    catalog.push({"items": [make_item(client_item_id=f"SKU-{n}") for n in range(7)]})
+    with engine(fmt) as (url, requests):  # the server checks each body is whole
+        applied = catalog.sync(str(tmp_path / "out"), fmt, apply=url)["applied"]
+    bodies = [r["body"].splitlines() for r in requests]
+    assert applied["requests"] == len(requests) > 1
+    assert all(len(lines) <= (4 if fmt == "elasticsearch" else 3) for lines in bodies)
+    assert sum(len(lines) for lines in bodies) == (14 if fmt == "elasticsearch" else 7)

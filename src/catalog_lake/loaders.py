@@ -39,9 +39,11 @@ from .errors import CatalogLakeError, UsageError
 TIMEOUT = httpx.Timeout(30.0, read=300.0)
 #: Attempts at a request the engine answered 429 or 5xx, or that did not reach it.
 ATTEMPTS = 5
-#: Elasticsearch bulk bodies are sent this many action lines at a time (``_bulk`` takes
-#: up to 100 MB a request by default; 10,000 lines of 10 KB stay well under).
-BULK_LINES = 10_000
+#: A request body holds at most this many lines and bytes: Meilisearch and Elasticsearch
+#: refuse bodies over 100 MB by default (``http_payload_size_limit``,
+#: ``http.max_content_length``), and a full export of a large catalog is more.
+BODY_LINES = 10_000
+BODY_BYTES = 50 * 1024 * 1024
 
 
 class EngineError(CatalogLakeError):
@@ -163,10 +165,10 @@ def _algolia(engine: _Engine, documents: str | None, deletes: str | None, read: 
 def _meilisearch(engine: _Engine, documents: str | None, deletes: str | None, read: Reader) -> dict:
     """NDJSON documents by ``object_id``, then the deleted ids (both are queued tasks)."""
     tasks = []
-    if documents:
+    for body in _bodies(_lines(read(documents)) if documents else []):
         answer = engine.send(
             "POST", "/documents", params={"primaryKey": "object_id"},
-            content=read(documents), headers={"Content-Type": "application/x-ndjson"},
+            content=body, headers={"Content-Type": "application/x-ndjson"},
         )  # fmt: skip
         tasks.append(answer.json().get("taskUid"))
     if deletes:
@@ -181,10 +183,10 @@ def _meilisearch(engine: _Engine, documents: str | None, deletes: str | None, re
 def _typesense(engine: _Engine, documents: str | None, deletes: str | None, read: Reader) -> dict:
     """JSONL ``import?action=upsert`` (each line answered alone), then a delete by ids."""
     requests = 0
-    if documents:
+    for body in _bodies(_lines(read(documents)) if documents else []):
         answer = engine.send(
             "POST", "/documents/import", params={"action": "upsert"},
-            content=read(documents), headers={"Content-Type": "text/plain"},
+            content=body, headers={"Content-Type": "text/plain"},
         )  # fmt: skip
         requests += 1
         failed = [r for r in map(json.loads, _lines(answer.text)) if not r.get("success")]
@@ -203,7 +205,7 @@ def _search_index(
     """``POST /_bulk`` in bodies of whole actions; an item error fails the load."""
     lines = _lines(read(documents)) if documents else []
     requests = 0
-    for body in _bulk_bodies(lines):
+    for body in _bodies(lines, pairs=True):
         answer = engine.send(
             "POST", "/_bulk", content=body, headers={"Content-Type": "application/x-ndjson"}
         )
@@ -215,15 +217,21 @@ def _search_index(
     return {"requests": requests}
 
 
-def _bulk_bodies(lines: list[str]) -> Iterator[str]:
-    """Bodies of at most ``BULK_LINES`` lines that never split an index action from its source."""
+def _bodies(lines: list[str], *, pairs: bool = False) -> Iterator[str]:
+    """Request bodies of at most ``BODY_LINES`` lines and about ``BODY_BYTES`` bytes.
+
+    ``pairs``: ``_bulk`` lines, where an ``index`` action and its document go together.
+    """
     body: list[str] = []
+    size = 0
     for line in lines:
         body.append(line)
+        size += len(line) + 1  # characters: a bound, not an exact count, is what is needed
         # Our action lines begin so (``exports._lines``); a document never does.
-        if len(body) >= BULK_LINES and not line.startswith('{"index":'):
+        whole = not (pairs and line.startswith('{"index":'))
+        if whole and (len(body) >= BODY_LINES or size >= BODY_BYTES // 4):
             yield "\n".join(body) + "\n"
-            body = []
+            body, size = [], 0
     if body:
         yield "\n".join(body) + "\n"
 
