@@ -51,7 +51,11 @@ from catalog_lake import (  # noqa: E402
 from catalog_lake import backfill as backfill_lib  # noqa: E402
 from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
-from catalog_lake.deletes import DEFAULT_MAX_DELETE_SHARE, Refresh  # noqa: E402
+from catalog_lake.deletes import (  # noqa: E402
+    DEFAULT_MAX_DELETE_SHARE,
+    REFRESH_PARAMETERS,
+    Refresh,
+)
 from catalog_lake.settings import (  # noqa: E402
     DEFAULT_LAKE,
     PLACES,
@@ -324,15 +328,13 @@ def ingest(
             "full_refresh",
         )
     if full_refresh:  # checked here, so a wrong scope fails before any file is read
-        refresh = dataclasses.asdict(
-            Refresh(
-                refresh_scope,
-                refresh_category,
-                max_delete_share,
-                allow_mass_delete,
-                max_delete_share_per_day,
-            )  # fmt: skip
-        )
+        try:
+            shape = Refresh(refresh_scope, refresh_category, max_delete_share,
+                            allow_mass_delete, max_delete_share_per_day)  # fmt: skip
+        except UsageError as exc:  # named as this flow's parameters, not Refresh's fields
+            named = [REFRESH_PARAMETERS[p] for p in exc.parameters]
+            raise UsageError(exc.worded(REFRESH_PARAMETERS), *named) from None
+        refresh = dataclasses.asdict(shape)
     options = {"strict_values": strict_values, "dry_run": dry_run, "refresh": refresh}
     with one_writer(lake):
         if workers > 0 or dask_address:

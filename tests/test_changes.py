@@ -22,7 +22,7 @@ from catalog_lake import Catalog, check
 from catalog_lake.backfill import backfill
 from catalog_lake.changes import write_changes
 from catalog_lake.deletes import Refresh
-from catalog_lake.errors import CatalogLakeError, LakeError, UsageError
+from catalog_lake.errors import LakeError, UsageError
 from catalog_lake.exports import ENGINES
 from catalog_lake.feeds import ingest
 from catalog_lake.maintain import maintain
@@ -101,10 +101,12 @@ def test_since_and_until_take_versions_or_times_and_refuse_nonsense(catalog, clo
     assert len(catalog.changes(now)) == 0  # the version in force then: the latest
     with pytest.raises(LakeError, match="no version 99"):
         catalog.changes(99)
-    with pytest.raises(LakeError, match="before --since"):
+    with pytest.raises(UsageError, match="before since") as backwards:
         catalog.changes(1, 0)
-    with pytest.raises(LakeError, match="--since takes"):
+    assert backwards.value.parameters == ("until", "since")
+    with pytest.raises(UsageError, match="^since takes") as nonsense:
         catalog.changes("yesterday")
+    assert nonsense.value.parameter == "since"
 
 
 def test_changes_read_only_the_blocks_a_range_touched(catalog, clock):
@@ -168,7 +170,7 @@ def test_every_format_carries_upserts_and_deletes_as_its_engine_takes_them(catal
 def test_engines_that_take_deletions_apart_need_somewhere_to_put_them(catalog):
     catalog.push({"items": [make_item(client_item_id="a")]})
     catalog.delete(["a"])
-    with pytest.raises(CatalogLakeError, match="--deletes-output"):
+    with pytest.raises(UsageError, match="give deletes a file"):
         write_changes(catalog.changes(1), "meilisearch", io.StringIO())
 
 

@@ -74,6 +74,33 @@ def test_records_refuses_unknown_columns(run):
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("changes", "--since", "1", "--until", "0"),
+         "--until (version 0) is before --since (version 1)"),
+        (("changes", "--since", "yesterday"),
+         "--since takes a version number, a date (2026-11-25) or a date-time "
+         "(2026-11-25T18:00:00Z); got 'yesterday'"),
+        (("changes", "--since", "1", "--format", "typesense"),
+         "typesense takes deletions in a request of its own; give --deletes-output a file to "
+         "write them to"),
+        (("records", "--where", "nope > 1"),
+         "unknown column 'nope' in --where 'nope > 1'; known: object_id, client_item_id, "),
+        (("records", "--where", "nope > 'where'"),  # the value is quoted as given
+         "unknown column 'nope' in --where \"nope > 'where'\"; known: object_id, "),
+    ],
+)  # fmt: skip
+def test_the_library_names_its_parameters_and_the_cli_prints_its_flags(run, args, said):
+    """A ``UsageError`` says which parameter; the class, not the text, makes it exit 2."""
+    run("push", str(FEEDS / "grocery.json"))
+    run("delete", "GROC-DAL-1KG")
+    result = run(*args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"catalog-lake: error: {said}")
+    assert len(result.stderr.splitlines()) == 1
+
+
 def test_lake_option_overrides_the_environment(run, tmp_path):
     other = tmp_path / "other"
     run("push", "--lake", str(other), str(FEEDS / "beauty.json"))

@@ -22,7 +22,7 @@ import pytest
 from deltalake import DeltaTable, Field
 
 from catalog_lake import Catalog, PushError, check
-from catalog_lake.errors import LakeError
+from catalog_lake.errors import LakeError, UsageError
 from catalog_lake.feeds import ingest
 from catalog_lake.lake import Lake
 from catalog_lake.metrics import apply_metrics
@@ -105,7 +105,7 @@ def test_where_reads_no_file_and_reaches_no_network(run, tmp_path, listener, whe
     assert len(result.stderr.splitlines()) == 1
     assert "SECRET" not in result.stdout + result.stderr
     assert hits == []
-    with pytest.raises(LakeError) as refused:  # the library's door is the same one
+    with pytest.raises(UsageError) as refused:  # the library's door is the same one
         Catalog(tmp_path / "lake").query_records(where=where)
     assert "SECRET" not in str(refused.value) and hits == []
 

@@ -11,6 +11,7 @@ from .errors import (
     LakeError,
     NoLakeError,
     PushError,
+    SearchError,
     UsageError,
 )
 from .push import PushRequest
@@ -30,6 +31,7 @@ __all__ = [
     "LakeError",
     "NoLakeError",
     "PushError",
+    "SearchError",
     "Synonyms",
     "UsageError",
     "check",

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from . import reads
 from .blocks import changed_rows
-from .errors import CatalogLakeError, LakeError
+from .errors import CatalogLakeError, LakeError, UsageError
 from .exports import EXPORTED, Exported, require_format, write_export
 from .lake import STORE_ERRORS, Lake, conform, first_line, partition_files, quote
 from .schemas import CURSORS, RECORDS
@@ -71,14 +71,14 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
     if table is None:
         lake.require()
         raise LakeError("the lake has no records table yet; push or ingest a feed first")
-    start = reads.version_as_of("records", table, since, "--since")
+    start = reads.version_as_of("records", table, since, "since")
     end = (
-        table.version()
-        if until is None
-        else reads.version_as_of("records", table, until, "--until")
+        table.version() if until is None else reads.version_as_of("records", table, until, "until")
     )
     if end < start:
-        raise LakeError(f"--until (version {end}) is before --since (version {start})")
+        raise UsageError(
+            f"until (version {end}) is before since (version {start})", "until", "since"
+        )
     empty = pa.array([], pa.int64())
     if end == start:
         return Changes(start, end, RECORDS.empty_table().select(EXPORTED), empty)
@@ -163,9 +163,9 @@ def write_changes(
     """
     require_format(fmt)
     if fmt in SEPARATE_DELETES and deletes is None and len(found.deletes):
-        raise CatalogLakeError(
-            f"{fmt} takes deletions in a request of its own; name a file for them "
-            "(--deletes-output FILE)"
+        raise UsageError(
+            f"{fmt} takes deletions in a request of its own; give deletes a file to write them to",
+            "deletes",
         )
     report = write_export(found.upserts, fmt, output, max_record_bytes=max_record_bytes)
     ids = pl.Series("key", found.deletes.cast(pa.int64()).to_pylist(), pl.Int64).cast(pl.String)
@@ -299,9 +299,10 @@ def sync(
     )
     previous = None if full or new else cursor(lake, place.key)
     if previous is not None and previous["format"] != fmt:
-        raise CatalogLakeError(
+        raise UsageError(
             f"{target} was synced as {previous['format']}, not {fmt}; use another target "
-            "for another format, or --full to start it again"
+            "for another format, or start this one again with full",
+            "full",
         )
     if previous is not None and previous["version"] >= latest:
         return {"target": place.key, "format": fmt, "from_version": previous["version"],

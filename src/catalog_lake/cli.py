@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 
 from . import settings
 from .catalog import Catalog
+from .deletes import REFRESH_PARAMETERS, Refresh
 from .errors import CatalogLakeError, UsageError
 from .lake import STORE_ERRORS
 from .terminal import (
@@ -83,9 +84,12 @@ class _OneLineErrors(TyperGroup):
     def invoke(self, ctx):  # noqa: D102 - see the class
         try:
             return super().invoke(ctx)
+        except UsageError as exc:
+            say_error(exc.worded(_flags(self, ctx)))
+            raise typer.Exit(2) from None
         except CatalogLakeError as exc:
             say_error(str(exc))
-            raise typer.Exit(2 if isinstance(exc, UsageError) else 1) from None
+            raise typer.Exit(1) from None
         except STORE_ERRORS as exc:
             if _broken_pipe(exc):
                 # The reader went away (`catalog-lake export ... | head`): stop quietly, as
@@ -98,6 +102,20 @@ class _OneLineErrors(TyperGroup):
         except KeyboardInterrupt:
             print("interrupted: run the same command again to resume", file=sys.stderr)
             raise typer.Exit(130) from None
+
+
+#: Library parameters that the CLI's options call otherwise (``UsageError.parameters``).
+_CLI_NAMES = {**REFRESH_PARAMETERS, "deletes": "deletes_output", "client_item_ids": "ids"}
+
+
+def _flags(group, ctx) -> dict[str, str]:
+    """How the command that ran spells each library parameter: ``as_of`` is ``--as-of``."""
+    command = group.get_command(ctx, ctx.invoked_subcommand or "")
+    if command is None:
+        return {}
+    flags = {p.name: p.opts[0] for p in command.params if p.opts and p.opts[0].startswith("--")}
+    flags |= {lib: flags[cli] for lib, cli in _CLI_NAMES.items() if cli in flags}
+    return flags
 
 
 def _valueless_flags(command, ctx) -> None:
@@ -217,10 +235,7 @@ def _catalog(lake: str | None, storage_option: list[str] | None = None) -> Catal
     options = {**_STORAGE_OPTIONS, **_storage_options(storage_option)}
     if lake is not None and not lake.strip():
         raise fail("--lake is empty; name a lake folder or an s3:// URI", 2)
-    try:
-        return Catalog(lake, storage_options=options or None)
-    except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
+    return Catalog(lake, storage_options=options or None)
 
 
 @app.command()
@@ -307,11 +322,7 @@ def records(
         wanted = None
     else:
         wanted = [c.strip() for c in columns.split(",") if c.strip()]
-    try:
-        frame = _catalog(lake, storage_option).query_records(where, wanted, limit, as_of)
-    except CatalogLakeError as exc:
-        usage = str(exc).startswith(("unknown column", "--where", "--as-of"))
-        raise fail(str(exc), 2 if usage else 1) from None
+    frame = _catalog(lake, storage_option).query_records(where, wanted, limit, as_of)
     show(frame, as_json, f"records ({len(frame)} shown)")
 
 
@@ -455,7 +466,6 @@ def ingest(
     as_json: JsonOption = False,
 ) -> None:
     """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
-    from .deletes import Refresh
     from .feeds import ingest as run_ingest
     from .summary import run_failed, summary_markdown
 
@@ -463,38 +473,32 @@ def ingest(
     if given and not full_refresh:
         raise fail(f"{', '.join(given)} only apply to a refresh: add --full-refresh", 2)
     catalog = _catalog(lake, storage_option)
-    try:
-        refresh = (
-            Refresh(
-                refresh_scope,
-                refresh_category,
-                max_delete_share,
-                allow_mass_delete,
-                max_delete_share_per_day,
-            )  # fmt: skip
-            if full_refresh
-            else None
+    refresh = (
+        Refresh(
+            refresh_scope,
+            refresh_category,
+            max_delete_share,
+            allow_mass_delete,
+            max_delete_share_per_day,
+        )  # fmt: skip
+        if full_refresh
+        else None
+    )
+    with IngestProgress() as progress:
+        summary = run_ingest(
+            catalog,
+            source,
+            pattern,
+            batch_size,
+            force,
+            progress=progress,
+            group_items=group_items,
+            workers=workers,
+            dask_address=dask_address,
+            strict=strict_values,
+            dry_run=dry_run,
+            refresh=refresh,
         )
-    except CatalogLakeError as exc:
-        raise fail(str(exc), 2) from None
-    try:
-        with IngestProgress() as progress:
-            summary = run_ingest(
-                catalog,
-                source,
-                pattern,
-                batch_size,
-                force,
-                progress=progress,
-                group_items=group_items,
-                workers=workers,
-                dask_address=dask_address,
-                strict=strict_values,
-                dry_run=dry_run,
-                refresh=refresh,
-            )
-    except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
     if as_json:
         print(json.dumps(summary, ensure_ascii=False, default=str))
     else:
@@ -504,8 +508,7 @@ def ingest(
 
 
 #: ``ingest``'s options that shape a full refresh, and mean nothing without one.
-REFRESH_OPTIONS = ("refresh_scope", "refresh_category", "max_delete_share", "allow_mass_delete",
-                   "max_delete_share_per_day")  # fmt: skip
+REFRESH_OPTIONS = tuple(REFRESH_PARAMETERS.values())
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -531,16 +534,13 @@ def backfill(
     """Re-derive items and records from the raw table with today's rules."""
     from .backfill import backfill as run_backfill
 
-    try:
-        report = run_backfill(
-            _catalog(lake, storage_option),
-            since=_when(since),
-            until=_when(until),
-            request_ids=request_id or None,
-            dry_run=dry_run,
-        )
-    except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
+    report = run_backfill(
+        _catalog(lake, storage_option),
+        since=_when(since),
+        until=_when(until),
+        request_ids=request_id or None,
+        dry_run=dry_run,
+    )
     print_json(report)
 
 
@@ -563,10 +563,7 @@ def metrics(
     """Update likes and sales of known items; unknown ids are reported, not created."""
     from .metrics import apply_metrics
 
-    try:
-        report = apply_metrics(_catalog(lake, storage_option), file)
-    except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
+    report = apply_metrics(_catalog(lake, storage_option), file)
     print_json(report)
 
 
@@ -582,10 +579,7 @@ def maintain(
     """Re-price records whose discount window opened or closed, compact and vacuum."""
     from .maintain import maintain as run_maintain
 
-    try:
-        report = run_maintain(_catalog(lake, storage_option), retention_hours=retention_hours)
-    except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
+    report = run_maintain(_catalog(lake, storage_option), retention_hours=retention_hours)
     print_json(report)
 
 
@@ -599,12 +593,9 @@ def check(
     as_json: AlwaysJson = False,
 ) -> None:
     """Verify the lake's invariants; exit 1 and list violations when any fails."""
-    try:
-        from .check import check as check_lake
+    from .check import check as check_lake
 
-        report = check_lake(_catalog(lake, storage_option), derive=not fast)
-    except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
+    report = check_lake(_catalog(lake, storage_option), derive=not fast)
     print_json(report)
     if not report["ok"]:
         raise typer.Exit(1)
@@ -619,10 +610,7 @@ def repair(
     Prints each finished push's response; with --json, one JSON list of them
     (``[]`` when nothing was interrupted).
     """
-    try:
-        responses = _catalog(lake, storage_option).repair()
-    except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
+    responses = _catalog(lake, storage_option).repair()
     if as_json:
         print(json.dumps(responses, ensure_ascii=False, default=str))
         return
@@ -713,14 +701,10 @@ def export(
     """Write every record in a search engine's import format (docs/search.md, "Search engines")."""
     _summary_on_stdout(as_json, output)
     catalog = _catalog(lake, storage_option)
-    try:
-        report = _to_output(
-            output,
-            lambda stream: catalog.export(engine, stream, as_of, max_record_bytes=max_record_bytes),
-        )
-    except CatalogLakeError as exc:
-        usage = str(exc).startswith(("unknown format", "--as-of"))
-        raise fail(str(exc), 2 if usage else 1) from None
+    report = _to_output(
+        output,
+        lambda stream: catalog.export(engine, stream, as_of, max_record_bytes=max_record_bytes),
+    )
     summary = report.summary()
     if as_json:
         print_json({"format": engine, **summary, "output": output, "as_of": as_of})
@@ -777,12 +761,9 @@ def delete(
         given = [line.strip() for line in text.splitlines() if line.strip()]
     if not given:
         raise fail("name the ids to delete: catalog-lake delete ID..., --from FILE, or -", 2)
-    try:
-        response = _catalog(lake, storage_option).delete(
-            given, idempotency_key=idempotency_key, dry_run=dry_run, source="cli"
-        )
-    except CatalogLakeError as exc:
-        raise fail(str(exc)) from None
+    response = _catalog(lake, storage_option).delete(
+        given, idempotency_key=idempotency_key, dry_run=dry_run, source="cli"
+    )
     if as_json:
         print_json(response)
     else:
@@ -828,26 +809,21 @@ def changes(
 
     _summary_on_stdout(as_json, output)
     catalog = _catalog(lake, storage_option)
-    try:
-        require_format(engine)
-        if deletes_output and engine not in SEPARATE_DELETES:
-            raise UsageError(
-                f"--deletes-output is for {' and '.join(SEPARATE_DELETES)}, whose deletions go "
-                f"in a request of their own; {engine} writes them in --output with the upserts"
-            )
-        found = catalog.changes(since, until)
-        if deletes_output:
-            with _written(deletes_output) as side:
-                fitted = _to_output(output, lambda stream: write_changes(
-                    found, engine, stream, side, max_record_bytes=max_record_bytes))  # fmt: skip
-        else:
-            fitted = _to_output(output, lambda stream: write_changes(
-                found, engine, stream, max_record_bytes=max_record_bytes))  # fmt: skip
-    except CatalogLakeError as exc:
-        usage = isinstance(exc, UsageError) or str(exc).startswith(
-            ("unknown format", "--since", "--until", "meilisearch", "typesense")
+    require_format(engine)
+    if deletes_output and engine not in SEPARATE_DELETES:
+        raise UsageError(
+            f"--deletes-output is for {' and '.join(SEPARATE_DELETES)}, whose deletions go "
+            f"in a request of their own; {engine} writes them in --output with the upserts",
+            "deletes_output",
         )
-        raise fail(str(exc), 2 if usage else 1) from None
+    found = catalog.changes(since, until)
+    if deletes_output:
+        with _written(deletes_output) as side:
+            fitted = _to_output(output, lambda stream: write_changes(
+                found, engine, stream, side, max_record_bytes=max_record_bytes))  # fmt: skip
+    else:
+        fitted = _to_output(output, lambda stream: write_changes(
+            found, engine, stream, max_record_bytes=max_record_bytes))  # fmt: skip
     summary = fitted.summary()
     if as_json:
         print_json(
@@ -888,13 +864,9 @@ def sync(
     as_json: AlwaysJson = False,
 ) -> None:
     """Export the changes since TARGET's cursor to a new file there, then advance the cursor."""
-    try:
-        report = _catalog(lake, storage_option).sync(
-            target, engine, full=full, max_record_bytes=max_record_bytes, apply=apply
-        )
-    except CatalogLakeError as exc:
-        usage = isinstance(exc, UsageError) or str(exc).startswith("unknown format")
-        raise fail(str(exc), 2 if usage else 1) from None
+    report = _catalog(lake, storage_option).sync(
+        target, engine, full=full, max_record_bytes=max_record_bytes, apply=apply
+    )
     print_json(report)
 
 
@@ -938,19 +910,14 @@ def search(
     for name, values in (("categories", category), ("tags", tag), ("brand", brand)):
         if values:
             filters[name] = list(values)
-    try:
-        found = _catalog(lake, storage_option).search(
-            query,
-            filters=filters or None,
-            facets=list(facet or []),
-            page=page,
-            hits_per_page=hits_per_page,
-            distinct=not all_variants,
-        )
-    except CatalogLakeError as exc:
-        from .search import SearchError
-
-        raise fail(str(exc), 2 if isinstance(exc, SearchError) else 1) from None
+    found = _catalog(lake, storage_option).search(
+        query,
+        filters=filters or None,
+        facets=list(facet or []),
+        page=page,
+        hits_per_page=hits_per_page,
+        distinct=not all_variants,
+    )
     if as_json:
         print_json(found)
         return
@@ -984,10 +951,7 @@ def index_settings(
     from .exports import index_settings as settings_of
 
     _summary_on_stdout(as_json, output)
-    try:
-        settings_ = settings_of(engine)
-    except CatalogLakeError as exc:
-        raise fail(str(exc), 2) from None
+    settings_ = settings_of(engine)
     text = json.dumps(settings_, indent=2, ensure_ascii=False) + "\n"
     if output == "-":
         sys.stdout.write(text)

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from . import reads, settings
 from .blocks import removed, tombstoned
 from .clean import identifier_ok
-from .errors import CatalogLakeError, ErrorCode, PushError
+from .errors import ErrorCode, PushError, UsageError
 from .lake import LAKE_ERRORS, quote, races, sql_timestamp
 from .push import check_key, write_failed
 from .schemas import PUSHES, RAW, REJECTS
@@ -173,14 +173,16 @@ def _service_ids(catalog: Catalog, texts: list[str | None]) -> dict[str, int]:
 def _listed(client_item_ids: Any) -> list[Any]:
     """The ids as a list; a string alone would be read as its characters."""
     if isinstance(client_item_ids, (str, bytes)) or not hasattr(client_item_ids, "__iter__"):
-        raise CatalogLakeError(
-            "client_item_ids must be a list of ids, e.g. catalog.delete(['sku-1', 'sku-2'])"
+        raise UsageError(
+            "client_item_ids must be a list of ids, e.g. catalog.delete(['sku-1', 'sku-2'])",
+            "client_item_ids",
         )
     ids = list(client_item_ids)
     if len(ids) > settings.MAX_ITEMS_PER_PUSH:
-        raise CatalogLakeError(
+        raise UsageError(
             f"a delete takes at most {settings.MAX_ITEMS_PER_PUSH:,} ids; got {len(ids):,} "
-            "(split them, or use ingest --full-refresh)"
+            "(split them, or let a full refresh of the feed delete them)",
+            "client_item_ids",
         )
     return ids
 
@@ -406,6 +408,16 @@ LISTED_IDS = 10_000
 SCOPES = ("source", "all")
 
 
+#: How ``ingest`` (the CLI's and the flows') names each of ``Refresh``'s fields.
+REFRESH_PARAMETERS = {
+    "scope": "refresh_scope",
+    "category": "refresh_category",
+    "max_share": "max_delete_share",
+    "allow_mass_delete": "allow_mass_delete",
+    "max_daily_share": "max_delete_share_per_day",
+}
+
+
 @dataclass(frozen=True)
 class Refresh:
     """A full-catalog refresh: which stored items it may delete, and how many at most.
@@ -429,17 +441,20 @@ class Refresh:
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
-            raise CatalogLakeError(
-                f"--refresh-scope takes {' or '.join(SCOPES)}; got {self.scope!r}"
-            )
+            raise UsageError(f"scope takes {' or '.join(SCOPES)}; got {self.scope!r}", "scope")
         if not 0 <= self.max_share <= 1:
-            raise CatalogLakeError(
-                f"--max-delete-share is a share from 0 to 1; got {self.max_share}"
-            )
+            raise UsageError(f"max_share is a share from 0 to 1; got {self.max_share}", "max_share")
         if self.max_daily_share is not None and not 0 <= self.max_daily_share <= 1:
-            raise CatalogLakeError(
-                f"--max-delete-share-per-day is a share from 0 to 1; got {self.max_daily_share}"
+            raise UsageError(
+                f"max_daily_share is a share from 0 to 1; got {self.max_daily_share}",
+                "max_daily_share",
             )
+
+
+#: A refusal is read in a flow's summary and in a terminal: it names the flow's parameter
+#: and the CLI's flag, since the library cannot know which of the two will read it.
+_MASS_DELETE_SHARE = "max_delete_share (--max-delete-share)"
+_DAILY_DELETE_SHARE = "max_delete_share_per_day (--max-delete-share-per-day)"
 
 
 def refresh(
@@ -488,7 +503,7 @@ def refresh(
             f"the refresh would delete {len(gone):,} of the {len(in_scope):,} items in its scope "
             f"({share:.0%}), more than the {how.max_share:.0%} allowed; nothing was deleted. "
             "A truncated feed looks like this; if the catalog really shrank, run again with "
-            "--allow-mass-delete (or raise --max-delete-share)"
+            f"allow_mass_delete (--allow-mass-delete), or raise {_MASS_DELETE_SHARE}"
         )
     if gone and how.max_daily_share is not None and not how.allow_mass_delete:
         earlier = _deleted_by_refreshes(catalog, source, catalog.clock() - timedelta(hours=24))
@@ -500,8 +515,8 @@ def refresh(
                 f"24 hours, the refresh would delete {earlier + len(gone):,} of "
                 f"{len(in_scope) + earlier:,} in a day ({daily:.0%}), more than the "
                 f"{how.max_daily_share:.0%} allowed per day; nothing was deleted. If the catalog "
-                "really shrank, run again with --allow-mass-delete (or raise "
-                "--max-delete-share-per-day)"
+                "really shrank, run again with allow_mass_delete (--allow-mass-delete), or "
+                f"raise {_DAILY_DELETE_SHARE}"
             )
     if not gone:
         return report | {"status": "nothing_to_delete", "deleted": 0}

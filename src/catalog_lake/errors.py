@@ -97,15 +97,44 @@ class LakeError(CatalogLakeError):
 
 
 class UsageError(CatalogLakeError):
-    """A call that cannot be carried out as asked: an option or argument is wrong or missing.
+    """A call that cannot be carried out as asked: an argument is wrong, missing or out of range.
 
-    ``parameter`` names the library's own parameter (``source``, ``target``, ...); the
-    CLI exits 2 for it, as for its own usage errors.
+    The message names the library's own parameters as Python spells them
+    (``as_of``, ``where``, ``max_share``); ``parameters`` lists the ones it names,
+    the first being the one at fault (``parameter``). A front end words them its
+    own way: the CLI prints its flags (``--as-of``) and exits 2, as for its own
+    usage errors (``worded``). The class, not the message text, says it is usage.
     """
 
-    def __init__(self, message: str, parameter: str | None = None):
+    def __init__(self, message: str, *parameters: str) -> None:
         super().__init__(message)
-        self.parameter = parameter
+        self.parameters = parameters
+        self.parameter = parameters[0] if parameters else None
+
+    def worded(self, spelling: dict[str, str]) -> str:
+        """The message with each named parameter spelled as ``spelling`` has it.
+
+        Only the first mention of each is respelled: the same word may come again
+        inside the value the caller gave, which is quoted as given.
+        """
+        text = str(self)
+        for name in self.parameters:
+            if name in spelling:
+                text = re.sub(
+                    rf"(?<![\w-]){re.escape(name)}(?![\w-])", spelling[name], text, count=1
+                )
+        return text
+
+    def __reduce__(self):
+        return (_usage_error, (str(self), self.parameters))
+
+
+def _usage_error(message: str, parameters: tuple[str, ...]) -> UsageError:
+    return UsageError(message, *parameters)
+
+
+class SearchError(UsageError):
+    """A search that cannot be run as asked (a filter, a facet or a page out of bounds)."""
 
 
 class IngestError(CatalogLakeError):

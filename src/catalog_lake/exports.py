@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from .errors import CatalogLakeError
+from .errors import UsageError
 from .schemas import RECORDS
 
 
@@ -85,7 +85,7 @@ def require_format(fmt: str, formats: tuple[str, ...] | None = None) -> None:
     """
     formats = EXPORT_FORMATS if formats is None else formats
     if fmt not in formats:
-        raise CatalogLakeError(f"unknown format {fmt!r}; choose one of {', '.join(formats)}")
+        raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(formats)}", "fmt")
 
 
 def _algolia(roles: Roles) -> dict[str, Any]:
@@ -349,7 +349,7 @@ def write_export(
     require_format(fmt)
     budget = max_record_bytes if max_record_bytes is not None else RECORD_BYTES.get(fmt)
     if budget is not None and budget < 1:
-        raise CatalogLakeError(f"--max-record-bytes must be 1 or more; got {budget}")
+        raise UsageError(f"max_record_bytes must be 1 or more; got {budget}", "max_record_bytes")
     report = Exported(max_record_bytes=budget)
     chunk = max(batch, EXPORT_CHUNK - EXPORT_CHUNK % batch)  # Algolia bodies never straddle
     for start in range(0, records.num_rows, chunk):

@@ -25,7 +25,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from .errors import LakeError
+from .errors import LakeError, UsageError
 
 #: The longest filter text accepted (characters).
 MAX_WHERE_CHARS = 4_096
@@ -66,7 +66,8 @@ def compile_where(text: str, schema: pa.Schema) -> pl.Expr:
     try:
         tree = sqlglot.parse_one(text, read="duckdb")
     except (ParseError, TokenError) as exc:
-        raise LakeError(f"--where {text!r} is not one SQL expression: {_why(exc)}") from None
+        why = _why(exc)
+        raise UsageError(f"where {text!r} is not one SQL expression: {why}", "where") from None
     except RecursionError:
         raise _refused(text, f"it nests deeper than {MAX_WHERE_DEPTH} levels") from None
     nodes = 0
@@ -104,9 +105,9 @@ def _paren_depth(text: str) -> int:
     return deepest
 
 
-def _refused(text: str, why: str) -> LakeError:
+def _refused(text: str, why: str) -> UsageError:
     shown = text if len(text) <= 80 else text[:77] + "..."
-    return LakeError(f"--where {shown!r} is refused: {why}")
+    return UsageError(f"where {shown!r} is refused: {why}", "where")
 
 
 class _Compiler:
@@ -188,9 +189,10 @@ class _Compiler:
                 raise self.refuse(node)
             name = node.name
             if name not in self.schema.names:
-                raise LakeError(
-                    f"unknown column {name!r} in --where {self.text!r}; "
-                    f"known: {', '.join(self.schema.names)}"
+                raise UsageError(
+                    f"unknown column {name!r} in where {self.text!r}; "
+                    f"known: {', '.join(self.schema.names)}",
+                    "where",
                 )
             kind = self.schema.field(name).type
             if pa.types.is_decimal(kind):  # money in items: compared as the number it is

@@ -75,12 +75,12 @@ def check(fmt: str, url: str) -> dict[str, str]:
     """
     if fmt not in _LOADERS:
         raise UsageError(
-            f"--apply loads an engine's format ({', '.join(_LOADERS)}); {fmt} has no engine",
+            f"apply loads an engine's format ({', '.join(_LOADERS)}); {fmt} has no engine",
             "apply",
         )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"--apply takes the index's http(s) URL; got {url!r}", "apply")
+        raise UsageError(f"apply takes the index's http(s) URL; got {url!r}", "apply")
     return _headers(fmt)
 
 
@@ -136,14 +136,14 @@ def _headers(fmt: str) -> dict[str, str]:
     if fmt == "algolia":
         missing = [k for k in ("ALGOLIA_APPLICATION_ID", "ALGOLIA_API_KEY") if not env.get(k)]
         if missing:
-            raise UsageError(f"--apply to Algolia needs {' and '.join(missing)} set", "apply")
+            raise UsageError(f"apply to Algolia needs {' and '.join(missing)} set", "apply")
         return {"X-Algolia-Application-Id": env["ALGOLIA_APPLICATION_ID"],
                 "X-Algolia-API-Key": env["ALGOLIA_API_KEY"]}  # fmt: skip
     if fmt == "meilisearch" and env.get("MEILISEARCH_API_KEY"):
         return {"Authorization": f"Bearer {env['MEILISEARCH_API_KEY']}"}
     if fmt == "typesense":
         if not env.get("TYPESENSE_API_KEY"):
-            raise UsageError("--apply to Typesense needs TYPESENSE_API_KEY set", "apply")
+            raise UsageError("apply to Typesense needs TYPESENSE_API_KEY set", "apply")
         return {"X-TYPESENSE-API-KEY": env["TYPESENSE_API_KEY"]}
     if fmt in ("elasticsearch", "opensearch") and env.get("ELASTICSEARCH_API_KEY"):
         return {"Authorization": f"ApiKey {env['ELASTICSEARCH_API_KEY']}"}

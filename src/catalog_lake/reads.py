@@ -50,7 +50,9 @@ def select(
     columns = columns or schema.names
     unknown = [c for c in columns if c not in schema.names]
     if unknown:
-        raise LakeError(f"unknown column(s) {', '.join(unknown)}; known: {', '.join(schema.names)}")
+        raise UsageError(
+            f"unknown column(s) {', '.join(unknown)}; known: {', '.join(schema.names)}", "columns"
+        )
     table = lake.table(name)
     if table is None:
         lake.require()
@@ -69,11 +71,12 @@ def select(
     except pl.exceptions.ColumnNotFoundError as exc:
         missing = re.search(r'unable to find column "([^"]+)"', str(exc))
         column = missing.group(1) if missing else first_line(exc)
-        raise LakeError(
-            f"unknown column {column!r} in --where {where!r}; known: {', '.join(schema.names)}"
+        raise UsageError(
+            f"unknown column {column!r} in where {where!r}; known: {', '.join(schema.names)}",
+            "where",
         ) from None
     except pl.exceptions.PolarsError as exc:
-        raise LakeError(f"--where {where!r} cannot be applied: {first_line(exc)}") from None
+        raise UsageError(f"where {where!r} cannot be applied: {first_line(exc)}", "where") from None
     return conform(result, schema, columns)
 
 
@@ -105,7 +108,7 @@ _AS_OF = re.compile(
 )
 
 
-def version_as_of(name: str, table: Any, as_of: int | str, option: str = "--as-of") -> int:
+def version_as_of(name: str, table: Any, as_of: int | str, parameter: str = "as_of") -> int:
     """The table version in force at ``as_of`` (a version, a date or a date-time).
 
     The grammar is an allow-list (ASCII digits, ISO 8601), so ``²``, ``NaT``,
@@ -125,9 +128,10 @@ def version_as_of(name: str, table: Any, as_of: int | str, option: str = "--as-o
             when = None
     if when is None or pd.isna(when):
         shown = text if len(text) <= 40 else text[:40] + "..."
-        raise LakeError(
-            f"{option} takes a version number, a date (2026-11-25) or a date-time "
-            f"(2026-11-25T18:00:00Z); got {shown!r}"
+        raise UsageError(
+            f"{parameter} takes a version number, a date (2026-11-25) or a date-time "
+            f"(2026-11-25T18:00:00Z); got {shown!r}",
+            parameter,
         )
     when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
     commits = sorted(

@@ -46,7 +46,7 @@ import polars as pl
 import pyarrow as pa
 
 from . import reads
-from .errors import CatalogLakeError, LakeError
+from .errors import CatalogLakeError, LakeError, SearchError
 from .exports import ROLES
 from .lake import Lake, is_local
 
@@ -79,10 +79,6 @@ MAX_CANDIDATES = 200_000
 #: Exact in tantivy's 32-bit scores for up to ``MAX_WORDS`` words.
 _KIND, _ATTRIBUTE, _WORD = 1.0, 64.0, 8192.0
 _FORMAT = "catalog-lake-search/4"
-
-
-class SearchError(CatalogLakeError):
-    """A search that cannot be run as asked (a filter, a facet or a page out of bounds)."""
 
 
 def index_folder(lake: Lake) -> Path:
@@ -909,4 +905,4 @@ def _buckets(buckets: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-__all__ = ["FACETS", "SearchError", "SearchIndex", "fold", "index_folder"]
+__all__ = ["FACETS", "SearchIndex", "fold", "index_folder"]

@@ -88,7 +88,7 @@ def listed(frame, request_id, code, limit, as_json, column, said, title) -> None
     """
     if code and code not in set(ErrorCode):
         raise UsageError(
-            f"--code {code!r} is no error code; the codes are: {', '.join(ErrorCode)}", "code"
+            f"code {code!r} is no error code; the codes are: {', '.join(ErrorCode)}", "code"
         )
     if request_id:
         frame = frame[frame["request_id"] == request_id]
