@@ -46,6 +46,16 @@ def test_the_roles_are_spec_2_1s_in_its_order():
     assert named <= set(RECORDS.names)
 
 
+def test_the_embedded_search_takes_its_facets_and_filters_from_the_same_roles():
+    """One table of roles: what the engines facet and filter on, the embedded search does too."""
+    from catalog_lake.ranking import FACETS, RANGES
+
+    assert list(FACETS) == list(ROLES.search_facets)
+    assert set(ROLES.facets) <= set(FACETS)
+    assert set(ROLES.filters) <= {*FACETS, *RANGES}
+    assert {*FACETS, *RANGES} <= set(RECORDS.names)
+
+
 def test_algolia_settings():
     settings = index_settings("algolia")
     assert [_bare(a) for a in settings["searchableAttributes"]] == list(ROLES.searchable)

@@ -258,7 +258,7 @@ def test_every_page_is_the_one_that_ranking_every_candidate_gives(shop, monkeypa
     every candidate; the pages must be those that ranking every candidate in full gives,
     ties cut by object id: in the kept index, in one rebuilt from nothing, and when the
     last rank on a page is read further rather than asked for as a band."""
-    from catalog_lake import search
+    from catalog_lake import ranking
 
     _crowd(shop)
     asked = [
@@ -268,10 +268,10 @@ def test_every_page_is_the_one_that_ranking_every_candidate_gives(shop, monkeypa
     kept = [shop.search(query, **a) for a in asked]
     shutil.rmtree(index_folder(shop.lake))
     rebuilt = [Catalog(shop.lake.uri).search(query, **a) for a in asked]
-    monkeypatch.setattr(search, "BANDED_WORDS", 0)  # best scores first, for short queries too
-    monkeypatch.setattr(search, "MAX_BAND_WAYS", 0)  # and no band: more hits read instead
+    monkeypatch.setattr(ranking, "BANDED_WORDS", 0)  # best scores first, for short queries too
+    monkeypatch.setattr(ranking, "MAX_BAND_WAYS", 0)  # and no band: more hits read instead
     read_further = [shop.search(query, **a) for a in asked]
-    monkeypatch.setattr(search, "_topped", lambda *_: None)  # rank every candidate
+    monkeypatch.setattr(ranking, "_topped", lambda *_: None)  # rank every candidate
     every = [shop.search(query, **a) for a in asked]
     assert every[0]["hits"], query
     for a, *found in zip(asked, kept, rebuilt, read_further, every, strict=True):

@@ -42,6 +42,14 @@ class Roles:
     filters: tuple[str, ...] = ("on_sale", "price", "categories", "in_stock", "brand", "tags")
     #: Facets users count by (a subset of the filters).
     facets: tuple[str, ...] = ("categories", "brand", "on_sale", "tags")
+    #: What the embedded search (``ranking.py``) counts and filters on: the engines'
+    #: facets, the attributes a shopper narrows a catalog by, and the two flags.
+    search_facets: tuple[str, ...] = (
+        "brand", "categories", "tags", "colour", "size", "gender", "lake_category", "on_sale",
+        "in_stock",
+    )  # fmt: skip
+    #: The embedded search's range filters, each with the kind of number it compares.
+    search_ranges: tuple[tuple[str, str], ...] = (("price", "float"), ("inventory", "integer"))
     #: Custom ranking after text relevance, each descending: business metrics, then
     #: in stock first, then stock (SPEC 2.1). The embedded search uses the same.
     ranking: tuple[str, ...] = ("sales", "likes", "in_stock", "inventory")
