@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import re
 from datetime import timedelta
 
 import pyarrow as pa
@@ -90,3 +92,13 @@ def test_an_invalid_url_or_duration_stored_behind_the_library_is_caught(catalog)
     report = check(catalog, derive=False)
     assert (5, "a stored image is not an http(s) URL") in rules(report)
     assert (5, "a stored time_to_ship is not an ISO 8601 duration") in rules(report)
+
+
+def test_the_invariants_are_a_table_of_named_checks_each_saying_which_it_is():
+    """``check.INVARIANTS``: each function's docstring opens with the invariant it checks,
+    one of those the module's docstring lists, and together they cover all five."""
+    module = importlib.import_module("catalog_lake.check")
+    listed = {int(n) for n in re.findall(r"^(\d)\. ", module.__doc__, re.MULTILINE)}
+    opened = {int(f.__doc__[0]) for f in module.INVARIANTS}
+    assert listed == opened == {1, 2, 3, 4, 5}
+    assert len({f.__name__ for f in module.INVARIANTS}) == len(module.INVARIANTS)

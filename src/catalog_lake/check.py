@@ -21,7 +21,9 @@ answers for it (docs/design.md, "Writers").
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -50,62 +52,79 @@ def _frame(catalog: Catalog, name: str, sql: str | None = None) -> pd.DataFrame:
     )
 
 
-def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
-    """Verify the invariants; ``derive=False`` skips the (costlier) backfill comparison."""
-    violations: list[dict[str, Any]] = []
+class Found(NamedTuple):
+    """What one invariant found broken: the rule, and the rows or keys that break it."""
 
-    def violation(invariant: int, rule: str, examples: list[Any]) -> None:
-        if examples:
-            violations.append(
-                {
-                    "invariant": invariant,
-                    "rule": rule,
-                    "count": len(examples),
-                    "examples": examples[:_MAX_EXAMPLES],
-                }
-            )
+    invariant: int
+    rule: str
+    examples: list[Any]
+    #: How many break it, where that is not ``len(examples)`` (a report's own count).
+    count: int | None = None
 
-    raw = _frame(
-        catalog,
-        "raw",
-        'SELECT request_id, "index", passed, client_item_id, idempotency_key FROM "raw"',
-    )
-    pushes = _frame(catalog, "pushes")
-    rejects = _frame(catalog, "rejects", 'SELECT request_id, "index" FROM "rejects"')
-    warned = _frame(catalog, "warnings", 'SELECT request_id, "index" FROM "warnings"')
-    counts_sql = 'SELECT client_item_id, object_id, likes, sales FROM "{}"'
-    items = _frame(
-        catalog,
-        "items",
-        "SELECT client_item_id, object_id, likes, sales, deleted_at IS NOT NULL AS deleted "
-        'FROM "items"',
-    )
-    records = _frame(catalog, "records", counts_sql.format("records"))
 
-    done = set(pushes["request_id"])
-    requests = raw.drop_duplicates("request_id")
+@dataclass(frozen=True)
+class Tables:
+    """The tables the invariants read, each read once for all of them."""
+
+    catalog: Catalog
+    raw: pd.DataFrame
+    pushes: pd.DataFrame
+    rejects: pd.DataFrame
+    warned: pd.DataFrame
+    items: pd.DataFrame
+    records: pd.DataFrame
+
+    @classmethod
+    def read(cls, catalog: Catalog) -> Tables:
+        """Read what the checks need of each table, text as Python strings (``_frame``)."""
+        raw_sql = 'SELECT request_id, "index", passed, client_item_id, idempotency_key FROM "raw"'
+        items_sql = (
+            "SELECT client_item_id, object_id, likes, sales, deleted_at IS NOT NULL AS deleted "
+            'FROM "items"'
+        )
+        records_sql = 'SELECT client_item_id, object_id, likes, sales FROM "records"'
+        return cls(
+            catalog,
+            raw=_frame(catalog, "raw", raw_sql),
+            pushes=_frame(catalog, "pushes"),
+            rejects=_frame(catalog, "rejects", 'SELECT request_id, "index" FROM "rejects"'),
+            warned=_frame(catalog, "warnings", 'SELECT request_id, "index" FROM "warnings"'),
+            items=_frame(catalog, "items", items_sql),
+            records=_frame(catalog, "records", records_sql),
+        )
+
+    @property
+    def done(self) -> set[str]:
+        """The pushes that finished: their row in ``pushes`` is the commit that ends them."""
+        return set(self.pushes["request_id"])
+
+
+def pushes_finished(t: Tables) -> Iterator[Found]:
+    """1. Every push that reached ``raw`` finished, and no batch was stored twice."""
+    requests = t.raw.drop_duplicates("request_id")
     interrupted = unfinished(
         requests["request_id"].tolist(),
         [None if pd.isna(k) else k for k in requests["idempotency_key"]],
-        done,
-        set(pushes["idempotency_key"].dropna()),
+        t.done,
+        set(t.pushes["idempotency_key"].dropna()),
     )
-    violation(1, "a push reached raw but never finished; run `catalog-lake repair`", interrupted)
-
-    keyed = pushes[pushes["idempotency_key"].notna()]
+    yield Found(1, "a push reached raw but never finished; run `catalog-lake repair`", interrupted)
+    keyed = t.pushes[t.pushes["idempotency_key"].notna()]
     twice = keyed[keyed.duplicated("idempotency_key", keep=False)]
-    violation(
+    yield Found(
         1,
         "an idempotency key was applied by more than one push (a batch stored twice)",
         sorted(twice["idempotency_key"].unique().tolist()),
     )
 
-    # 1. per push: raw rows, rejects and counts agree.
-    raw_done = raw[raw["request_id"].isin(done)]
+
+def items_accounted_for(t: Tables) -> Iterator[Found]:
+    """1. Per push: raw rows, rejects, warnings and counts agree."""
+    raw_done = t.raw[t.raw["request_id"].isin(t.done)]
     counts = raw_done.groupby("request_id").agg(
         received=("index", "size"), success=("passed", "sum")
     )
-    merged = pushes.set_index("request_id")[["received", "success", "failed"]].join(
+    merged = t.pushes.set_index("request_id")[["received", "success", "failed"]].join(
         counts.add_suffix("_raw"), how="left"
     )
     wrong = merged[
@@ -113,58 +132,54 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
         | (merged["success"] != merged["success_raw"])
         | (merged["received"] != merged["success"] + merged["failed"])
     ]
-    violation(
+    yield Found(
         1,
         "push counts disagree with its raw rows (received = success + failed)",
         wrong.index.tolist(),
     )
     failed_raw = raw_done[~raw_done["passed"]][["request_id", "index"]]
-    rejected = rejects[rejects["request_id"].isin(done)]
+    rejected = t.rejects[t.rejects["request_id"].isin(t.done)]
     key = ["request_id", "index"]
     both = failed_raw.merge(rejected, on=key, how="outer", indicator=True)
-    violation(
+    yield Found(
         1,
         "a failed raw item has no reject, or a reject has no failed raw item",
         both[both["_merge"] != "both"][key].to_dict(orient="records"),
     )
-    duplicated_rejects = rejected[rejected.duplicated(key)]
-    violation(
-        1,
-        "an item was rejected twice for one push",
-        duplicated_rejects[key].to_dict(orient="records"),
-    )
-    warned = warned[warned["request_id"].isin(done)]
+    twice = rejected[rejected.duplicated(key)]
+    yield Found(1, "an item was rejected twice for one push", twice[key].to_dict(orient="records"))
+    warned = t.warned[t.warned["request_id"].isin(t.done)]
     stored_raw = raw_done[raw_done["passed"]][key]
     strays = warned.merge(stored_raw, on=key, how="left", indicator=True)
-    violation(
+    yield Found(
         1,
         "a warning belongs to no stored item of its push, or an item was warned twice",
         strays[strays["_merge"] != "both"][key].to_dict(orient="records")
         + warned[warned.duplicated(key)][key].to_dict(orient="records"),
     )
 
-    # 2. one row per client_item_id, unique ids, records agree with items.
-    for name, frame in (("items", items), ("records", records)):
+
+def one_row_per_item(t: Tables) -> Iterator[Found]:
+    """2. One row per client_item_id, unique ids, and records that agree with items."""
+    for name, frame in (("items", t.items), ("records", t.records)):
         repeated = frame[frame["client_item_id"].duplicated(keep=False)]["client_item_id"]
-        violation(2, f"client_item_id with more than one row in {name}", sorted(set(repeated)))
-    ids = items["object_id"]
-    violation(
+        yield Found(2, f"client_item_id with more than one row in {name}", sorted(set(repeated)))
+    ids = t.items["object_id"]
+    yield Found(
         2,
         "a service id is used by more than one client_item_id",
         sorted(set(ids[ids.duplicated()].tolist())),
     )
-    joined = items.merge(
-        records, on="client_item_id", how="outer", suffixes=("_items", "_records"), indicator=True
-    )
+    joined = t.items.merge(
+        t.records, on="client_item_id", how="outer", suffixes=("_items", "_records"),
+        indicator=True,
+    )  # fmt: skip
     deleted = joined["deleted"].fillna(False).astype(bool)
-    violation(
-        2,
-        "an item has no record or a record no item",
-        joined[(joined["_merge"] == "right_only") | ((joined["_merge"] == "left_only") & ~deleted)][
-            "client_item_id"
-        ].tolist(),
+    alone = (joined["_merge"] == "right_only") | ((joined["_merge"] == "left_only") & ~deleted)
+    yield Found(
+        2, "an item has no record or a record no item", joined[alone]["client_item_id"].tolist()
     )
-    violation(
+    yield Found(
         2,
         "a deleted item still has a record (search still shows it); run `catalog-lake repair`",
         joined[(joined["_merge"] == "both") & deleted]["client_item_id"].tolist(),
@@ -174,45 +189,47 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
         both_sides["object_id_items"].astype("int64")
         != both_sides["object_id_records"].astype("int64")
     ]
-    violation(2, "record and item disagree on the service id", mismatch["client_item_id"].tolist())
+    yield Found(
+        2, "record and item disagree on the service id", mismatch["client_item_id"].tolist()
+    )
     lagging = both_sides[lagging_counts(both_sides, "_items", "_records")]
-    violation(
+    yield Found(
         2,
         "record and item disagree on likes or sales (a metrics run was interrupted between "
         "its two commits); run `catalog-lake repair`",
         lagging["client_item_id"].tolist(),
     )
-    snapshot = catalog.snapshot_keys()
-    if snapshot is not None:
-        stored = set(zip(items["client_item_id"], items["object_id"].astype("int64"), strict=True))
-        loaded = set(
-            zip(
-                snapshot["client_item_id"].to_pylist(),
-                snapshot["object_id"].to_pylist(),
-                strict=True,
-            )
-        )
-        violation(
-            2,
-            "the key snapshot disagrees with items (delete _catalog_lake.keys.arrow to rebuild it)",
-            sorted({key for key, _ in stored ^ loaded}),
-        )
-    current = dict(
-        zip(items["client_item_id"], items["object_id"].astype("int64").astype(str), strict=True)
+
+
+def key_snapshot_agrees(t: Tables) -> Iterator[Found]:
+    """2. The key snapshot a new process starts from agrees with ``items``."""
+    snapshot = t.catalog.snapshot_keys()
+    if snapshot is None:
+        return
+    stored = set(zip(t.items["client_item_id"], t.items["object_id"].astype("int64"), strict=True))
+    loaded = set(
+        zip(snapshot["client_item_id"].to_pylist(), snapshot["object_id"].to_pylist(), strict=True)
     )
+    yield Found(
+        2,
+        "the key snapshot disagrees with items (delete _catalog_lake.keys.arrow to rebuild it)",
+        sorted({key for key, _ in stored ^ loaded}),
+    )
+
+
+def responses_hold(t: Tables) -> Iterator[Found]:
+    """4. Each ``pushes`` row agrees with its response; 2. a returned service id never changes.
+
+    A delete's response (issue 27) lists every id sent; a push's, the items it stored.
+    """
+    service_ids = t.items["object_id"].astype("int64").astype(str)
+    current = dict(zip(t.items["client_item_id"], service_ids, strict=True))
     changed, disagreeing = [], []
-    rows = zip(
-        pushes["request_id"],
-        pushes["response_json"],
-        pushes["received"],
-        pushes["success"],
-        pushes["failed"],
-        strict=True,
-    )
-    for request_id, text, received, success, failed in rows:
+    columns = [
+        t.pushes[c] for c in ("request_id", "response_json", "received", "success", "failed")
+    ]
+    for request_id, text, received, success, failed in zip(*columns, strict=True):
         response = json.loads(text)
-        # 4. the stored row agrees with the response it returned. A delete's response
-        # (issue 27) lists every id sent; a push's, the items it stored.
         deleted = "catalog_delete_request_id" in response
         key = "catalog_delete_{}_count" if deleted else "catalog_push_{}_product_count"
         counts = tuple(response[key.format(n)] for n in ("received", "success", "failed"))
@@ -226,57 +243,80 @@ def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
         for entry in response["items"]:
             for client_id, service_id in entry.items():
                 if current.get(client_id, service_id) != service_id:
-                    changed.append(
-                        {
-                            "client_item_id": client_id,
-                            "returned": service_id,
-                            "now": current[client_id],
-                            "request_id": request_id,
-                        }
-                    )
-    violation(4, "pushes row disagrees with its response", disagreeing)
-    violation(2, "a client_item_id's service id changed after it was returned", changed)
+                    changed.append({"client_item_id": client_id, "returned": service_id,
+                                    "now": current[client_id],
+                                    "request_id": request_id})  # fmt: skip
+    yield Found(4, "pushes row disagrees with its response", disagreeing)
+    yield Found(2, "a client_item_id's service id changed after it was returned", changed)
 
-    # 5. nothing invalid stored.
-    stored = catalog.lake.read(
+
+def nothing_invalid_stored(t: Tables) -> Iterator[Found]:
+    """5. Every stored image is an http(s) URL and every stored duration ISO 8601."""
+    stored = t.catalog.lake.read(
         "items", 'SELECT client_item_id, images, attr_return_window, attr_time_to_ship FROM "items"'
     )
     ids = stored["client_item_id"].cast(pa.string())  # SQL reads may give string views
     images = pc.list_flatten(stored["images"]).cast(pa.string())
     owners = pc.take(ids, pc.list_parent_indices(stored["images"]))
     bad = ~clean.urls_ok(images) if len(images) else np.zeros(0, dtype=bool)
-    violation(
+    yield Found(
         5, "a stored image is not an http(s) URL", sorted(set(owners.filter(bad).to_pylist()))
     )
     for column in ("attr_return_window", "attr_time_to_ship"):
         values = stored[column].combine_chunks().cast(pa.string())
         invalid = pc.and_(pc.is_valid(values), pc.is_null(clean.durations(values)[0]))
-        violation(
+        yield Found(
             5,
             f"a stored {column.removeprefix('attr_')} is not an ISO 8601 duration",
             sorted(set(ids.filter(invalid).to_pylist())),
         )
 
-    # 3. records equal a fresh derivation from raw.
-    if derive and len(raw):
-        from .backfill import backfill
 
-        report = backfill(catalog, dry_run=True, examples=_MAX_EXAMPLES)
-        stale = report["records_changed"] + report["records_new"]
-        if stale:
-            violations.append(
-                {
-                    "invariant": 3,
-                    "rule": "records differ from what a backfill from raw would derive",
-                    "count": stale,
-                    "examples": report["examples"],
-                }
-            )
+def records_derive_from_raw(t: Tables) -> Iterator[Found]:
+    """3. Records equal a fresh derivation from ``raw`` (a backfill's dry run: the costly one)."""
+    if not len(t.raw):
+        return
+    from .backfill import backfill
+
+    report = backfill(t.catalog, dry_run=True, examples=_MAX_EXAMPLES)
+    stale = report["records_changed"] + report["records_new"]
+    if stale:
+        rule = "records differ from what a backfill from raw would derive"
+        yield Found(3, rule, report["examples"], stale)
+
+
+#: The invariants, each a function of the tables, in the order their findings are
+#: listed; ``derive=False`` leaves out the last.
+INVARIANTS: tuple[Callable[[Tables], Iterator[Found]], ...] = (
+    pushes_finished,
+    items_accounted_for,
+    one_row_per_item,
+    key_snapshot_agrees,
+    responses_hold,
+    nothing_invalid_stored,
+    records_derive_from_raw,
+)
+
+
+def check(catalog: Catalog, *, derive: bool = True) -> dict[str, Any]:
+    """Verify the invariants; ``derive=False`` skips the (costlier) backfill comparison."""
+    tables = Tables.read(catalog)
+    violations = [
+        {
+            "invariant": found.invariant,
+            "rule": found.rule,
+            "count": len(found.examples) if found.count is None else found.count,
+            "examples": found.examples[:_MAX_EXAMPLES],
+        }
+        for invariant in (INVARIANTS if derive else INVARIANTS[:-1])
+        for found in invariant(tables)
+        if found.examples or found.count
+    ]
     return {
         "ok": not violations,
-        "pushes": len(pushes),
-        "raw_items": len(raw),
-        "items": len(items),
-        "records": len(records),
+        "pushes": len(tables.pushes),
+        "raw_items": len(tables.raw),
+        "items": len(tables.items),
+        "records": len(tables.records),
         "violations": violations,
     }
