@@ -19,6 +19,7 @@ from typing import Annotated
 import pandas as pd
 import typer
 from typer._click.exceptions import NoArgsIsHelpError
+from typer._click.globals import get_current_context
 from typer.core import TyperGroup
 
 from . import settings
@@ -181,9 +182,6 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-#: ``--storage-option`` values given before the command, for every lake it opens.
-_STORAGE_OPTIONS: dict[str, str] = {}
-
 StorageOptions = Annotated[
     list[str] | None,
     typer.Option(
@@ -217,6 +215,7 @@ def _version(shown: bool) -> None:
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     storage_option: StorageOptions = None,
     version: Annotated[
         bool,
@@ -226,13 +225,17 @@ def _options(
     ] = False,
 ) -> None:
     """Push product feeds into a Delta lake of flat search records, and read them back."""
-    _STORAGE_OPTIONS.clear()
-    _STORAGE_OPTIONS.update(_storage_options(storage_option))
+    # ``--storage-option`` before the command counts for every lake the command opens: it is
+    # kept on the run's context (a command's context inherits ``obj``), not in this module,
+    # so two runs in one process (the tests' runner) never see each other's options.
+    ctx.obj = _storage_options(storage_option)
 
 
 def _catalog(lake: str | None, storage_option: list[str] | None = None) -> Catalog:
     """The lake a command opens; ``--storage-option`` counts before or after the command."""
-    options = {**_STORAGE_OPTIONS, **_storage_options(storage_option)}
+    context = get_current_context(silent=True)
+    given_first = (context.obj if context is not None else None) or {}
+    options = {**given_first, **_storage_options(storage_option)}
     if lake is not None and not lake.strip():
         raise fail("--lake is empty; name a lake folder or an s3:// URI", 2)
     return Catalog(lake, storage_options=options or None)

@@ -47,8 +47,8 @@ REQUEST_KEY = "catalog_delete_request_id"
 RECEIVED_KEY = "catalog_delete_received_count"
 SUCCESS_KEY = "catalog_delete_success_count"
 FAILED_KEY = "catalog_delete_failed_count"
-FAILED_ITEMS_KEY = "catalog_delete_failed_items"
-DRY_RUN_KEY = "catalog_delete_dry_run"
+DELETE_FAILED_ITEMS_KEY = "catalog_delete_failed_items"
+DELETE_DRY_RUN_KEY = "catalog_delete_dry_run"
 #: Ids per delete request when a deletions file or a refresh deletes many.
 DELETE_BATCH = 10_000
 #: What happened to one id: each but ``refused`` counts as a success (deleting twice
@@ -86,7 +86,7 @@ def delete(
         for position in range(len(ids)):
             errors.setdefault(position, _error(ErrorCode.UNKNOWN_ITEM, ids[position]))
         answer = _answer(str(uuid.uuid4()), ids, texts, errors, {}, {})
-        return {**answer, DRY_RUN_KEY: True}
+        return {**answer, DELETE_DRY_RUN_KEY: True}
     catalog.lake.require()
     digest = _digest(ids)
     if idempotency_key is not None:
@@ -119,7 +119,7 @@ def delete(
         outcome = _outcomes_now(catalog, acted)
         return {
             **_answer(request_id, ids, texts, errors, object_ids, outcome),
-            DRY_RUN_KEY: True,
+            DELETE_DRY_RUN_KEY: True,
         }
     metadata = {"catalog_lake.request_id": request_id, "catalog_lake.operation": "delete"}
     raw_written = replay is not None
@@ -272,7 +272,7 @@ def _answer(
         SUCCESS_KEY: str(len(ids) - len(errors)),
         FAILED_KEY: str(len(errors)),
         "items": entries,
-        FAILED_ITEMS_KEY: failed,
+        DELETE_FAILED_ITEMS_KEY: failed,
     }
 
 

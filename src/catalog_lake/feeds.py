@@ -177,6 +177,24 @@ def _pipeline(writer: _GroupWriter, pushes: Iterator[Entry], group_items: int) -
     delta-rs: with two stages, the check waited for it (issue 29). Groups are
     committed one at a time, in feed order, as before; a group's cells are
     freed once it is checked.
+
+    What the threads share, and who writes it:
+
+    - ``writer.results``: only the reading thread appends (``read``, ``invalid``:
+      a file's result is made when it is read, so the list is in feed order).
+      The committing thread fills in the results it is handed (status, ids,
+      counts), each of a file the reading thread has finished with. A deletions
+      file's result is appended by ``delete``, which runs between pipelines,
+      never beside one.
+    - ``writer.progress``: called from the reading thread (``read``,
+      ``parsed``) and the committing thread (``file``, ``stored``). The
+      callbacks the CLI and the flows pass only count, under their own lock
+      (``terminal.IngestProgress``) or in one ``logging`` call per event.
+    - ``writer.detail_left``, ``wrote``, ``seen``: the committing thread alone.
+    - The garbage collector's switch is the process's: this thread pauses it
+      while a group is checked, and the reading thread while it parses
+      (``collector_paused``). Whichever pause ends first turns it back on while
+      the other still runs, which costs that one time, never a wrong result.
     """
     with (
         ThreadPoolExecutor(1, thread_name_prefix="catalog-lake-read") as reader,

@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,6 +148,9 @@ class IngestProgress:
         #: Bytes of each file the bar has been advanced by (``_advance``).
         self.shown: dict[str, float] = {}
         self.started = time.perf_counter()
+        #: An ingest's reading and committing threads both report (``feeds._pipeline``),
+        #: sometimes of the same file: one event at a time, so no count is lost.
+        self.lock = threading.Lock()
 
     def __enter__(self):
         if sys.stderr.isatty():
@@ -178,6 +182,10 @@ class IngestProgress:
 
     def __call__(self, event: str, **info: Any) -> None:
         """Take one event of the run (``plan``, ``read``, ``batch``, ``file``) and show it."""
+        with self.lock:
+            self._take(event, info)
+
+    def _take(self, event: str, info: dict[str, Any]) -> None:
         if event == "batch" and not info.get("already_stored"):
             self.items += info["items"]
         elif event == "parsed":
