@@ -7,7 +7,6 @@ an error it understands.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import logging
@@ -19,17 +18,24 @@ from typing import Annotated
 import pandas as pd
 import typer
 from typer._click.exceptions import NoArgsIsHelpError
-from typer._click.globals import get_current_context
 from typer.core import TyperGroup
 
-from . import settings
-from .catalog import Catalog
+from . import cli_search
+from .cli_options import (
+    AlwaysJson,
+    JsonOption,
+    LakeOption,
+    StorageOptions,
+    StrictValues,
+    fail,
+    open_catalog,
+    storage_options,
+)
 from .deletes import REFRESH_PARAMETERS, Refresh
 from .errors import CatalogLakeError, UsageError
 from .lake import STORE_ERRORS
 from .terminal import (
     IngestProgress,
-    count,
     counted,
     done,
     listed,
@@ -153,58 +159,6 @@ DEFAULT_COLUMNS = (
 )
 
 
-LakeOption = Annotated[
-    str | None,
-    typer.Option(
-        "--lake",
-        envvar=settings.LAKE_ENV,
-        help=f"Lake folder or URI (default: ${settings.LAKE_ENV}, else ./lake).",
-        show_default=False,
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
-StrictValues = Annotated[
-    bool,
-    typer.Option(
-        "--strict-values",
-        help="Refuse an item for a value that would be dropped or repaired (a warning).",
-    ),
-]
-AlwaysJson = Annotated[
-    bool,
-    typer.Option("--json", help="Prints JSON either way; accepted like every command's --json."),
-]
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print one error line and return the exit to raise."""
-    say_error(message)
-    return typer.Exit(code)
-
-
-StorageOptions = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--storage-option",
-        metavar="KEY=VALUE",
-        help="An object-store setting for the lake, repeatable (e.g. "
-        "AWS_ENDPOINT_URL=http://127.0.0.1:8333); the standard AWS_* variables "
-        "are read too. Never printed.",
-    ),
-]
-
-
-def _storage_options(given: list[str] | None) -> dict[str, str]:
-    options = {}
-    for text in given or []:
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip():
-            # The text is not shown: it may be a secret typed without its key.
-            raise fail("--storage-option takes KEY=VALUE; one was given without '='")
-        options[key.strip()] = value
-    return options
-
-
 def _version(shown: bool) -> None:
     if shown:
         from importlib.metadata import version
@@ -228,17 +182,7 @@ def _options(
     # ``--storage-option`` before the command counts for every lake the command opens: it is
     # kept on the run's context (a command's context inherits ``obj``), not in this module,
     # so two runs in one process (the tests' runner) never see each other's options.
-    ctx.obj = _storage_options(storage_option)
-
-
-def _catalog(lake: str | None, storage_option: list[str] | None = None) -> Catalog:
-    """The lake a command opens; ``--storage-option`` counts before or after the command."""
-    context = get_current_context(silent=True)
-    given_first = (context.obj if context is not None else None) or {}
-    options = {**given_first, **_storage_options(storage_option)}
-    if lake is not None and not lake.strip():
-        raise fail("--lake is empty; name a lake folder or an s3:// URI", 2)
-    return Catalog(lake, storage_options=options or None)
+    ctx.obj = storage_options(storage_option)
 
 
 @app.command()
@@ -269,7 +213,7 @@ def push(
     """Push each file as one push and print its push response as JSON."""
     from .sources import read_push
 
-    catalog = _catalog(lake, storage_option)
+    catalog = open_catalog(lake, storage_option)
     whole_failures = 0
     item_failures = 0
     for path in files:
@@ -325,7 +269,7 @@ def records(
         wanted = None
     else:
         wanted = [c.strip() for c in columns.split(",") if c.strip()]
-    frame = _catalog(lake, storage_option).query_records(where, wanted, limit, as_of)
+    frame = open_catalog(lake, storage_option).query_records(where, wanted, limit, as_of)
     show(frame, as_json, f"records ({len(frame)} shown)")
 
 
@@ -341,7 +285,7 @@ def rejects(
     as_json: JsonOption = False,
 ) -> None:
     """Show rejected items with their error codes and messages."""
-    frame = _catalog(lake, storage_option).rejects()
+    frame = open_catalog(lake, storage_option).rejects()
     listed(frame, request_id, code, limit, as_json, "errors", refused, "rejects")
 
 
@@ -355,7 +299,7 @@ def warnings(
     as_json: JsonOption = False,
 ) -> None:
     """Show items stored with warnings: each value dropped or repaired, as sent."""
-    frame = _catalog(lake, storage_option).warnings()
+    frame = open_catalog(lake, storage_option).warnings()
     listed(frame, request_id, code, limit, as_json, "warnings", done, "items stored with warnings")
 
 
@@ -370,7 +314,7 @@ def history(
     as_json: JsonOption = False,
 ) -> None:
     """Show the latest pushes and deletes (or, with --versions, table versions), newest first."""
-    catalog = _catalog(lake, storage_option)
+    catalog = open_catalog(lake, storage_option)
     if versions:
         frame = catalog.history(limit)
         show(frame.drop(columns=["metrics"]) if not as_json else frame, as_json, "table versions")
@@ -475,7 +419,7 @@ def ingest(
     given = [f"--{name.replace('_', '-')}" for name in REFRESH_OPTIONS if _given(ctx, name)]
     if given and not full_refresh:
         raise fail(f"{', '.join(given)} only apply to a refresh: add --full-refresh", 2)
-    catalog = _catalog(lake, storage_option)
+    catalog = open_catalog(lake, storage_option)
     refresh = (
         Refresh(
             refresh_scope,
@@ -538,7 +482,7 @@ def backfill(
     from .backfill import backfill as run_backfill
 
     report = run_backfill(
-        _catalog(lake, storage_option),
+        open_catalog(lake, storage_option),
         since=_when(since),
         until=_when(until),
         request_ids=request_id or None,
@@ -566,7 +510,7 @@ def metrics(
     """Update likes and sales of known items; unknown ids are reported, not created."""
     from .metrics import apply_metrics
 
-    report = apply_metrics(_catalog(lake, storage_option), file)
+    report = apply_metrics(open_catalog(lake, storage_option), file)
     print_json(report)
 
 
@@ -582,7 +526,7 @@ def maintain(
     """Re-price records whose discount window opened or closed, compact and vacuum."""
     from .maintain import maintain as run_maintain
 
-    report = run_maintain(_catalog(lake, storage_option), retention_hours=retention_hours)
+    report = run_maintain(open_catalog(lake, storage_option), retention_hours=retention_hours)
     print_json(report)
 
 
@@ -598,7 +542,7 @@ def check(
     """Verify the lake's invariants; exit 1 and list violations when any fails."""
     from .check import check as check_lake
 
-    report = check_lake(_catalog(lake, storage_option), derive=not fast)
+    report = check_lake(open_catalog(lake, storage_option), derive=not fast)
     print_json(report)
     if not report["ok"]:
         raise typer.Exit(1)
@@ -613,7 +557,7 @@ def repair(
     Prints each finished push's response; with --json, one JSON list of them
     (``[]`` when nothing was interrupted).
     """
-    responses = _catalog(lake, storage_option).repair()
+    responses = open_catalog(lake, storage_option).repair()
     if as_json:
         print(json.dumps(responses, ensure_ascii=False, default=str))
         return
@@ -621,101 +565,6 @@ def repair(
         print("nothing to repair")
     for response in responses:
         print_json(response)
-
-
-OutputOption = Annotated[
-    str, typer.Option("--output", help="A file to write, or - for standard output.")
-]
-FormatOption = Annotated[
-    str, typer.Option("--format", help="jsonl, or an engine as index-settings names it.")
-]
-
-
-@contextlib.contextmanager
-def _written(output: str):
-    """A file written beside ``output`` and moved into place: no half file for a loader."""
-    partial = Path(f"{output}.partial")
-    try:
-        with partial.open("w", encoding="utf-8") as handle:
-            yield handle
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    partial.replace(output)
-
-
-def _to_output(output: str, write):
-    """``write(stream)`` to standard output (``-``) or to a file that appears once complete."""
-    if output == "-":
-        return write(sys.stdout)
-    with _written(output) as handle:
-        return write(handle)
-
-
-SummaryJson = Annotated[
-    bool,
-    typer.Option(
-        "--json", help="Print a JSON summary on standard output; the data goes to --output FILE."
-    ),
-]
-
-
-MaxRecordBytes = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        help="Largest record, in UTF-8 bytes of its JSON; longer texts are trimmed to fit "
-        "(default: the engine's own, 10000 for algolia; none for the others).",
-    ),
-]
-
-
-def _say_fitted(summary: dict) -> None:
-    """On stderr, the records trimmed to fit their budget and those left out."""
-    budget = summary["max_record_bytes"]
-    if summary["trimmed"]:
-        print(f"{count(summary['trimmed'], 'record')} trimmed to {budget:,} bytes: "
-              f"{', '.join(summary['trimmed_ids'][:10])}", file=sys.stderr)  # fmt: skip
-    if summary["too_large"]:
-        print(f"{count(summary['too_large'], 'record')} left out, over {budget:,} bytes even "
-              f"trimmed: {', '.join(summary['too_large_ids'][:10])}", file=sys.stderr)  # fmt: skip
-
-
-def _summary_on_stdout(as_json: bool, output: str) -> None:
-    """With ``--json`` the summary takes standard output, so the data needs a file."""
-    if as_json and output == "-":
-        raise fail(
-            "--json prints a summary on standard output: name the data's file with --output", 2
-        )
-
-
-@app.command()
-def export(
-    engine: FormatOption,
-    output: OutputOption = "-",
-    as_of: Annotated[
-        str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
-    ] = None,
-    lake: LakeOption = None,
-    storage_option: StorageOptions = None,
-    max_record_bytes: MaxRecordBytes = None,
-    as_json: SummaryJson = False,
-) -> None:
-    """Write every record in a search engine's import format (docs/search.md, "Search engines")."""
-    _summary_on_stdout(as_json, output)
-    catalog = _catalog(lake, storage_option)
-    report = _to_output(
-        output,
-        lambda stream: catalog.export(engine, stream, as_of, max_record_bytes=max_record_bytes),
-    )
-    summary = report.summary()
-    if as_json:
-        print_json({"format": engine, **summary, "output": output, "as_of": as_of})
-        return
-    sys.stdout.flush()
-    if output != "-":
-        print(f"{report.records:,} records written to {output}", file=sys.stderr)
-    _say_fitted(summary)
 
 
 @app.command()
@@ -764,7 +613,7 @@ def delete(
         given = [line.strip() for line in text.splitlines() if line.strip()]
     if not given:
         raise fail("name the ids to delete: catalog-lake delete ID..., --from FILE, or -", 2)
-    response = _catalog(lake, storage_option).delete(
+    response = open_catalog(lake, storage_option).delete(
         given, idempotency_key=idempotency_key, dry_run=dry_run, source="cli"
     )
     if as_json:
@@ -785,184 +634,6 @@ def delete(
         )
     if int(response["catalog_delete_failed_count"]):
         raise typer.Exit(3)
-
-
-@app.command()
-def changes(
-    since: Annotated[
-        str, typer.Option("--since", help="Records version or ISO time the changes start after.")
-    ],
-    until: Annotated[
-        str | None, typer.Option("--until", help="Records version or ISO time (default: now).")
-    ] = None,
-    engine: FormatOption = "jsonl",
-    output: OutputOption = "-",
-    deletes_output: Annotated[
-        str | None,
-        typer.Option(help="Where meilisearch and typesense deletions go (a JSON array of ids)."),
-    ] = None,
-    lake: LakeOption = None,
-    storage_option: StorageOptions = None,
-    max_record_bytes: MaxRecordBytes = None,
-    as_json: SummaryJson = False,
-) -> None:
-    """Write the records upserted and deleted between two versions, one operation per object."""
-    from .changes import SEPARATE_DELETES, write_changes
-    from .exports import require_format
-
-    _summary_on_stdout(as_json, output)
-    catalog = _catalog(lake, storage_option)
-    require_format(engine)
-    if deletes_output and engine not in SEPARATE_DELETES:
-        raise UsageError(
-            f"--deletes-output is for {' and '.join(SEPARATE_DELETES)}, whose deletions go "
-            f"in a request of their own; {engine} writes them in --output with the upserts",
-            "deletes_output",
-        )
-    found = catalog.changes(since, until)
-    if deletes_output:
-        with _written(deletes_output) as side:
-            fitted = _to_output(output, lambda stream: write_changes(
-                found, engine, stream, side, max_record_bytes=max_record_bytes))  # fmt: skip
-    else:
-        fitted = _to_output(output, lambda stream: write_changes(
-            found, engine, stream, max_record_bytes=max_record_bytes))  # fmt: skip
-    summary = fitted.summary()
-    if as_json:
-        print_json(
-            {"format": engine, "since": found.since, "until": found.until,
-             "upserts": found.upserts.num_rows, "deletes": len(found.deletes),
-             "trimmed": summary["trimmed"], "too_large": summary["too_large"],
-             "output": output, "deletes_output": deletes_output}
-        )  # fmt: skip
-        return
-    _say_fitted(summary)
-    sys.stdout.flush()  # the changes first, then the count, in a pipe too
-    print(
-        f"versions {found.since} to {found.until}: {found.upserts.num_rows:,} upserts, "
-        f"{len(found.deletes):,} deletes",
-        file=sys.stderr,
-    )
-
-
-@app.command()
-def sync(
-    target: Annotated[str, typer.Argument(help="A folder or s3:// prefix for the export files.")],
-    engine: FormatOption = "jsonl",
-    full: Annotated[
-        bool, typer.Option("--full", help="Export every record again and restart the cursor.")
-    ] = False,
-    lake: LakeOption = None,
-    storage_option: StorageOptions = None,
-    max_record_bytes: MaxRecordBytes = None,
-    apply: Annotated[
-        str | None,
-        typer.Option(
-            "--apply",
-            metavar="INDEX_URL",
-            help="Load the new files into the engine's index at this URL before the cursor "
-            "moves (credentials from the engine's variables: docs/search.md).",
-        ),
-    ] = None,
-    as_json: AlwaysJson = False,
-) -> None:
-    """Export the changes since TARGET's cursor to a new file there, then advance the cursor."""
-    report = _catalog(lake, storage_option).sync(
-        target, engine, full=full, max_record_bytes=max_record_bytes, apply=apply
-    )
-    print_json(report)
-
-
-@app.command()
-def search(
-    query: Annotated[
-        str, typer.Argument(help="Words to search for (the last may be partial).")
-    ] = "",
-    on_sale: Annotated[bool, typer.Option("--on-sale", help="Only records on sale.")] = False,
-    in_stock: Annotated[bool, typer.Option("--in-stock", help="Only records in stock.")] = False,
-    price: Annotated[str | None, typer.Option(help="A price range, LOW..HIGH.")] = None,
-    inventory: Annotated[str | None, typer.Option(help="A stock range, LOW..HIGH.")] = None,
-    category: Annotated[
-        list[str] | None, typer.Option("--category", help="In this category (repeat: any of).")
-    ] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="With this tag (any of).")] = None,
-    brand: Annotated[
-        list[str] | None, typer.Option("--brand", help="Of this brand (any of).")
-    ] = None,
-    facet: Annotated[
-        list[str] | None, typer.Option("--facet", help="Count hits per value of this column.")
-    ] = None,
-    page: Annotated[int, typer.Option(min=0, help="Page, from 0.")] = 0,
-    hits_per_page: Annotated[int, typer.Option(min=1, help="Hits per page.")] = 20,
-    all_variants: Annotated[
-        bool, typer.Option("--all-variants", help="Every variant, not one per group.")
-    ] = False,
-    lake: LakeOption = None,
-    storage_option: StorageOptions = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Search the records as a storefront would: ranked hits, facets, one per variant group."""
-    filters: dict[str, object] = {}
-    if on_sale:
-        filters["on_sale"] = True
-    if in_stock:
-        filters["in_stock"] = True
-    for name, value in (("price", price), ("inventory", inventory)):
-        if value is not None:
-            filters[name] = value
-    for name, values in (("categories", category), ("tags", tag), ("brand", brand)):
-        if values:
-            filters[name] = list(values)
-    found = _catalog(lake, storage_option).search(
-        query,
-        filters=filters or None,
-        facets=list(facet or []),
-        page=page,
-        hits_per_page=hits_per_page,
-        distinct=not all_variants,
-    )
-    if as_json:
-        print_json(found)
-        return
-    hits = found["nb_hits"]
-    print(f"{hits:,} hit{'' if hits == 1 else 's'} ({found['processing_time_ms']} ms)")
-    for number, hit in enumerate(found["hits"], start=page * hits_per_page + 1):
-        sale = f" (was {hit['mrp']:g})" if hit["on_sale"] else ""
-        print(f"{number:>3}. [{hit['object_id']}] {hit['product_name']}  {hit['price']:g}{sale}")
-    for name, counts in found["facets"].items():
-        listed_counts = ", ".join(f"{value} {count}" for value, count in counts.items())
-        print(f"{name}: {listed_counts}")
-
-
-@app.command("index-settings")
-def index_settings(
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--format", help="algolia, meilisearch, typesense, elasticsearch or opensearch."
-        ),
-    ],
-    output: OutputOption = "-",
-    as_json: SummaryJson = False,
-) -> None:
-    """Write a search engine's index settings from SPEC 2.1's attribute roles (no lake needed).
-
-    Searched attributes in priority order, displayed ones, filters and facets,
-    custom ranking on sales, likes and inventory, and one result per
-    variant_group_id, in the engine's own settings format.
-    """
-    from .exports import index_settings as settings_of
-
-    _summary_on_stdout(as_json, output)
-    settings_ = settings_of(engine)
-    text = json.dumps(settings_, indent=2, ensure_ascii=False) + "\n"
-    if output == "-":
-        sys.stdout.write(text)
-        return
-    with _written(output) as handle:
-        handle.write(text)
-    if as_json:
-        print_json({"format": engine, "output": output, "settings": sorted(settings_)})
 
 
 def main() -> None:
@@ -1002,6 +673,9 @@ def main() -> None:
         sys.exit(130)
     finally:
         gc.freeze()
+
+
+app.add_typer(cli_search.app)
 
 
 if __name__ == "__main__":
