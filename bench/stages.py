@@ -38,7 +38,7 @@ STAGES = (
     ("catalog_lake.store", "plan_responses", "responses"),
     ("catalog_lake.records", "Batch.table", "to_arrow"),
     ("catalog_lake.lake", "Lake.append", None),
-    ("catalog_lake.lake", "Lake.upsert", None),
+    ("catalog_lake.upserts", "Upserts.upsert", None),
     ("catalog_lake.feeds", "_GroupWriter.checkpoint", "checkpoint"),
 )
 

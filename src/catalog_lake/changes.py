@@ -29,9 +29,10 @@ import pyarrow as pa
 
 from . import reads
 from .blocks import changed_rows
-from .errors import CatalogLakeError, LakeError, UsageError
+from .errors import CatalogLakeError, LakeError, UsageError, first_line
 from .exports import EXPORTED, Exported, require_format, write_export
-from .lake import STORE_ERRORS, Lake, conform, first_line, partition_files, quote
+from .lake import STORE_ERRORS, Lake, partition_files, quote
+from .layout import conform
 from .schemas import CURSORS, RECORDS
 from .settings import resolved_lake_uri
 from .targets import Target

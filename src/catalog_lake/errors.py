@@ -34,6 +34,11 @@ def one_line(message: str) -> str:
     return "; ".join([text, *fixes])
 
 
+def first_line(exc: Exception) -> str:
+    """An error's first line, for one-line messages."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 class ErrorCode(StrEnum):
     """Why one item was rejected; stable strings that callers can switch on."""
 

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 from .catalog import Catalog
 from .deletes import Refresh
 from .deletes import refresh as refresh_catalog
-from .errors import LakeError, PushError
-from .lake import LAKE_ERRORS, first_line
+from .errors import LakeError, PushError, first_line
+from .lake import LAKE_ERRORS
 from .push import Checked, PushRequest, check_requests
 from .runs import Plan, plan, record_files, record_removed, record_run
 from .sources import (

@@ -5,25 +5,23 @@ are appends, fenced commits (``FENCES``) and rewrites of whole id blocks
 (``blocks`` folds the rows); ``reads`` adds filtered and time-travel reads
 and scans of a local table's files. Reads go through DataFusion's
 ``QueryBuilder`` or pyarrow datasets rather than ``to_pyarrow_table``, which
-can abort the interpreter at exit (delta-rs issue 2184). It stays one class
-of about 600 lines: its write paths share one commit protocol (``_committed``,
-``_check_fence``, ``races``), which split across files would be harder to keep
-right.
+can abort the interpreter at exit (delta-rs issue 2184). It stays one class:
+its write paths share one commit protocol (``_committed``, ``_check_fence``,
+``races``), which split across files would be harder to keep right. What is
+not Delta is elsewhere: which stored layouts this version accepts
+(``layout.py``) and what an upsert decides (``upserts.py``, a base of ``Lake``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import (
     ColumnProperties,
     CommitProperties,
@@ -34,26 +32,19 @@ from deltalake import (
     WriterProperties,
 )
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
-from tenacity import (
-    Retrying,
-    before_sleep_log,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
-from . import settings
+from . import layout
 from .blocks import blocks_dataset, blocks_predicate, upserted, with_columns
-from .errors import FenceMoved, LakeError, NoLakeError
+from .errors import FenceMoved, LakeError, NoLakeError, first_line
 from .schemas import (
     ADDED_COLUMNS,
     COMPRESSION,
     PARTITIONS,
     PLAIN_COLUMNS,
-    RETYPED_COLUMNS,
     STATS_COLUMNS,
     TABLES,
 )
+from .upserts import Upserts, races
 
 #: The app transaction that fences each fenced table's commits (docs/design.md, "Writers"):
 #: ``items`` because its commits allocate service ids, ``records`` because a new item's
@@ -82,7 +73,7 @@ STORE_ERRORS = (DeltaError, OSError)
 LAKE_ERRORS = (*STORE_ERRORS, LakeError)
 
 
-class Lake:
+class Lake(Upserts):
     """A folder (or object-store prefix) of Delta tables with fixed schemas."""
 
     def __init__(self, uri: str | Path, storage_options: dict[str, str] | None = None) -> None:
@@ -210,17 +201,20 @@ class Lake:
         if is_local(self.uri):
             folder = Path(self.uri.removeprefix("file://"))
             folder.mkdir(parents=True, exist_ok=True)
-            _require_writable(folder)
+            layout.require_writable(folder)
         tables = {name: self.table(name) for name in TABLES}
         for name, existing in tables.items():  # every table checked before any is changed
             if existing is not None:
-                _require_not_newer(name, existing, TABLES[name], self.uri)
+                layout.require_not_newer(name, _stored(existing), TABLES[name], self.uri)
         for name, schema in TABLES.items():
             existing = tables[name]
             if existing is not None:
                 self._add_new_columns(name, existing, schema)
                 self._retype(name, existing, schema)
-                _require_compatible(name, existing, schema, self.uri)
+                metadata = existing.metadata()
+                layout.require_compatible(name, _stored(existing), schema,
+                                          list(metadata.partition_columns),
+                                          metadata.description, self.uri)  # fmt: skip
                 continue
             if existing is None:
                 self._create(name, schema)
@@ -246,8 +240,8 @@ class Lake:
                         partition_by=PARTITIONS.get(name),
                         storage_options=self.storage_options,
                         name=name,
-                        description=_description(name),
-                        configuration=_configuration(name),
+                        description=layout.description(name),
+                        configuration=layout.configuration(name),
                     )
                 except CommitFailedError:
                     self._tables.pop(name, None)
@@ -259,7 +253,7 @@ class Lake:
 
     def _add_new_columns(self, name: str, table: DeltaTable, schema: pa.Schema) -> None:
         """Add the columns a newer version declares (``ADDED_COLUMNS``) to an older table."""
-        stored = set(pa.schema(table.schema().to_arrow()).names)
+        stored = set(_stored(table).names)
         missing = [c for c in ADDED_COLUMNS.get(name, ()) if c not in stored]
         if not missing:
             return
@@ -279,12 +273,7 @@ class Lake:
         from deltalake import write_deltalake
 
         def stale(current: DeltaTable) -> list[str]:
-            stored = pa.schema(current.schema().to_arrow())
-            return [
-                c
-                for c in RETYPED_COLUMNS.get(name, {})
-                if c in stored.names and not _same_type(stored.field(c).type, schema.field(c).type)
-            ]
+            return layout.retyped(name, _stored(current), schema)
 
         if not stale(table):
             return
@@ -375,82 +364,6 @@ class Lake:
         for attempt in races(CommitFailedError):
             with attempt:
                 return write()  # inside the attempt: a lost race never gets here
-        raise AssertionError("unreachable: the last lost race is raised")
-
-    def upsert(
-        self,
-        name: str,
-        data: pa.Table,
-        metadata: dict[str, str] | None = None,
-        known: Any = None,
-        fence: int | None = None,
-    ) -> dict[str, Any]:
-        """Insert new ``client_item_id`` rows and replace older versions of known ones.
-
-        ``known`` marks the rows whose id was found in the table just before
-        (with ``fence`` read with it, nobody can have added them since
-        unless the commit fails): when none is known the rows are
-        appended, which neither reads nor rewrites anything. Otherwise the
-        id blocks the rows fall in are rewritten whole in one commit
-        (``_rewrite_blocks``). A row replaces
-        its stored version only when it is at least as new (``blocks.GUARD``),
-        so replaying an old push after a crash never rolls an item back, and
-        it leaves ``blocks.KEPT_ON_UPDATE`` as stored (``blocks.upserted``).
-        Returns the counts, and the ids of incoming rows older than the stored
-        ones (``kept_ids``).
-        """
-        data = data.cast(TABLES[name])
-        if data.num_rows == 0:
-            return {}
-        if known is not None and not np.asarray(known, dtype=bool).any():
-            self.append(name, data, metadata, fence)
-            return {
-                "inserted": data.num_rows,
-                "updated": 0,
-                "kept": 0,
-                "kept_ids": pa.array([], pa.string()),
-            }
-        if PARTITIONS.get(name) != ["id_block"]:
-            raise LakeError(f"table {name!r} is not kept in id blocks; it cannot be upserted")
-        if pc.count_distinct(data["client_item_id"]).as_py() != data.num_rows:
-            raise LakeError(f"an upsert into {name!r} holds one client_item_id twice")
-        return self._rewrite_blocks(name, data, metadata, fence)
-
-    def upsert_fenced(
-        self,
-        name: str,
-        data: pa.Table,
-        metadata: dict[str, str] | None = None,
-        known: Any = None,
-        fence: int | None = None,
-        admit: Any = None,
-    ) -> dict[str, Any]:
-        """``upsert`` fenced, retried until no other writer got between.
-
-        For rows whose ids are settled (records, after their items commit):
-        nothing but ``known`` was derived from an earlier read. A first
-        attempt appends rows ``known`` says are new, at ``fence``: the
-        table's fence read *before* those ids were settled. Any writer that
-        stored the same items since learned of them from that items commit,
-        so its commit moved the fence and the append fails rather than add
-        a second row. After a lost race every attempt reads and folds the
-        blocks at the table's current fence.
-
-        ``admit`` (rows in, the rows still to write out) is asked after the
-        fence of each attempt that reads it: a records write drops the rows
-        whose item another writer deleted or replaced meanwhile
-        (``store.live_records``). A delete moves the records fence, so a
-        write that read items before the delete's records commit fails,
-        and looks again.
-        """
-        for attempt in races():
-            with attempt:
-                first = attempt.retry_state.attempt_number == 1
-                if first and fence is not None and known is not None:
-                    return self.upsert(name, data, metadata, known=known, fence=fence)
-                _, current = self.fence(name)
-                rows = data if admit is None else admit(data)
-                return self.upsert(name, rows, metadata, fence=current)
         raise AssertionError("unreachable: the last lost race is raised")
 
     def fold_blocks(
@@ -550,7 +463,8 @@ class Lake:
                 if not paths:
                     return schema.empty_table().select(columns or schema.names)
                 root = table.table_uri.removeprefix("file://").rstrip("/")
-                found = blocks_dataset(paths, root, _added(name)).to_table(columns=columns)
+                dataset = blocks_dataset(paths, root, layout.added_fields(name))
+                found = dataset.to_table(columns=columns)
             else:  # this snapshot, not a refreshed one: a fenced commit was checked at it
                 reader = QueryBuilder().register(name, table)
                 selected = ", ".join(f'"{c}"' for c in columns) if columns else "*"
@@ -559,7 +473,7 @@ class Lake:
                 ).read_all()
         except (DeltaError, OSError, pa.ArrowException) as exc:
             raise LakeError(f"cannot read {name!r} in {self.uri}: {exc}") from exc
-        return conform(found, schema, columns)
+        return layout.conform(found, schema, columns)
 
     def update_matched(
         self,
@@ -647,8 +561,8 @@ class Lake:
         reader = QueryBuilder().register(name, table).execute(sql or f'SELECT * FROM "{name}"')
         result = pa.RecordBatchReader.from_stream(reader).read_all()
         if sql is None:
-            return conform(result, TABLES[name])
-        return plain_strings(result)
+            return layout.conform(result, TABLES[name])
+        return layout.plain_strings(result)
 
     def history(self, name: str, limit: int = 20) -> list[dict[str, Any]]:
         """The latest commits of a table: version, time, operation, metrics."""
@@ -690,6 +604,11 @@ class Lake:
         return None if table is None else table.version()
 
 
+def _stored(table: DeltaTable) -> pa.Schema:
+    """A stored table's schema, as Arrow."""
+    return pa.schema(table.schema().to_arrow())
+
+
 def partition_files(table: DeltaTable, column: str) -> dict[str, int]:
     """Every data file of a table snapshot, with its value of partition ``column``."""
     actions = pa.table(table.get_add_actions(flatten=True))
@@ -697,24 +616,6 @@ def partition_files(table: DeltaTable, column: str) -> dict[str, int]:
         return {}
     values = actions[f"partition.{column}"].cast(pa.int64()).to_pylist()
     return dict(zip(actions["path"].to_pylist(), values, strict=True))
-
-
-def _added(name: str) -> list[pa.Field]:
-    """The fields added to a table after its first release (``ADDED_COLUMNS``)."""
-    return [TABLES[name].field(c) for c in ADDED_COLUMNS.get(name, ())]
-
-
-def _description(name: str) -> str | None:
-    """The table description, which records the block size for id-block tables.
-
-    Merges find a known item in the block ``object_id // ID_BLOCK_SIZE``; a
-    lake written with another block size would be searched in the wrong
-    partitions and get duplicates, so the size is kept with the table
-    (Delta refuses unknown configuration keys; the description is free text).
-    """
-    if PARTITIONS.get(name) != ["id_block"]:
-        return None
-    return f"catalog-lake {name}: id_block = object_id // {settings.ID_BLOCK_SIZE}"
 
 
 @functools.cache
@@ -740,99 +641,6 @@ def _writer_properties(name: str) -> WriterProperties:
     )
 
 
-def _configuration(name: str) -> dict[str, str] | None:
-    columns = STATS_COLUMNS.get(name)
-    return {"delta.dataSkippingStatsColumns": ",".join(columns)} if columns else None
-
-
-def _require_writable(folder: Path) -> None:
-    """Refuse, before any write, a lake folder this process cannot write (issue 26).
-
-    A read-only lake (a read-only mount, a snapshot, another user's folder)
-    otherwise failed mid-run, with a panic line from the store's runtime
-    before the error, and an ingest told the user it had stored its pushes.
-    ``access`` answers for a read-only file system even to root.
-    """
-    writable = os.W_OK | os.X_OK
-    denied = (
-        [str(folder)]
-        if not os.access(folder, writable)
-        else [str(p) for p in folder.iterdir() if p.is_dir() and not os.access(p, writable)]
-    )
-    if denied:
-        shown = ", ".join(denied[:3]) + (f" and {len(denied) - 3} more" if len(denied) > 3 else "")
-        raise LakeError(
-            f"the lake at {folder} is read-only here ({shown} cannot be written); nothing was "
-            "written. Reads (records, check, history) work; to write, make the folder writable "
-            "or point --lake at another lake"
-        )
-
-
-def _require_not_newer(name: str, table: DeltaTable, schema: pa.Schema, uri: str) -> None:
-    """Refuse a table that a newer version wrote (a column this one does not know, or retyped).
-
-    Checked for every table before anything is written (issue 26): a push into
-    such a lake used to store its ``raw`` rows, then fail on ``items``, and
-    send the user to ``repair``, which failed the same way.
-    """
-    stored = pa.schema(table.schema().to_arrow())
-    unknown = [c for c in stored.names if c not in schema.names]
-    retyped = [
-        c
-        for c in stored.names
-        if c in schema.names
-        and c not in RETYPED_COLUMNS.get(name, {})
-        and not _same_type(stored.field(c).type, schema.field(c).type)
-    ]
-    if unknown or retyped:
-        what = "; ".join(
-            part
-            for part in (
-                f"columns this version does not know: {', '.join(unknown)}" if unknown else "",
-                f"columns of another type: {', '.join(retyped)}" if retyped else "",
-            )
-            if part
-        )
-        raise LakeError(
-            f"table {name!r} in {uri} was written by a newer catalog-lake ({what}); nothing was "
-            f"written. Upgrade this installation (pip install -U catalog-lake; this is "
-            f"{_version()}) or point --lake at another lake"
-        )
-
-
-def _version() -> str:
-    """This installation's version, read from its metadata as the CLI reads it.
-
-    Importing the package's ``__init__`` from here would pull it below the
-    modules it imports (issue 44).
-    """
-    from importlib.metadata import version
-
-    return version("catalog-lake")
-
-
-def _require_compatible(name: str, table: DeltaTable, schema: pa.Schema, uri: str) -> None:
-    """Refuse a table written with another layout rather than fail mid-push."""
-    stored = set(pa.schema(table.schema().to_arrow()).names)
-    missing = [f.name for f in schema if f.name not in stored]
-    metadata = table.metadata()
-    partitions = metadata.partition_columns
-    if missing or list(partitions) != PARTITIONS.get(name, []):
-        raise LakeError(
-            f"table {name!r} in {uri} has an older layout (missing {', '.join(missing) or 'none'}; "
-            f"partitioned by {list(partitions)}) that this version cannot write; use a new lake "
-            "(--lake or CATALOG_LAKE_URI) and re-ingest the feeds, or push the old raw "
-            "table's item_json into it"
-        )
-    if _description(name) is not None and metadata.description != _description(name):
-        raise LakeError(
-            f"table {name!r} in {uri} was written with another id_block size "
-            f"({metadata.description!r}; this version uses object_id // "
-            f"{settings.ID_BLOCK_SIZE}); use a new lake (--lake or CATALOG_LAKE_URI) and "
-            "re-ingest the feeds, or push the old raw table's item_json into it"
-        )
-
-
 def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | None):
     """A commit's metadata; a fenced commit also carries the next fence number.
 
@@ -852,25 +660,6 @@ def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | 
     )
 
 
-def races(lost: type[Exception] = FenceMoved) -> Retrying:
-    """Attempts at work that ends in a commit another writer may win: the one retry policy.
-
-    Each attempt reads the table afresh, derives what it commits and commits
-    it. ``FenceMoved`` (a fenced commit: ids, unclaimed pushes) or
-    ``CommitFailedError`` (an unfenced block rewrite or compaction) starts
-    the next attempt after a jittered exponential backoff (20 ms doubling, at
-    most 1 s), ``settings.FENCE_ATTEMPTS`` times in all; then the last error
-    is raised. Each retry is logged at INFO (the benchmark counts them).
-    """
-    return Retrying(
-        retry=retry_if_exception_type(lost),
-        stop=stop_after_attempt(settings.FENCE_ATTEMPTS),
-        wait=wait_random_exponential(multiplier=0.02, max=1.0),
-        before_sleep=before_sleep_log(_log, logging.INFO),
-        reraise=True,
-    )
-
-
 def quote(value: str) -> str:
     """A SQL string literal; values come from validated items or request ids."""
     return "'" + str(value).replace("'", "''") + "'"
@@ -881,47 +670,3 @@ def sql_timestamp(value: datetime) -> str:
     stamp = pd.Timestamp(value)
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
     return f"TIMESTAMP '{stamp.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z'"
-
-
-def first_line(exc: Exception) -> str:
-    """An error's first line, for one-line messages."""
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def _same_type(stored: pa.DataType, declared: pa.DataType) -> bool:
-    """Whether a stored column holds the declared type (any string layout is a string)."""
-
-    def text(kind: pa.DataType) -> bool:
-        return (
-            pa.types.is_string(kind)
-            or pa.types.is_large_string(kind)
-            or pa.types.is_string_view(kind)
-        )
-
-    return stored.equals(declared) or (text(stored) and text(declared))
-
-
-def plain_strings(result: pa.Table) -> pa.Table:
-    """A query's result with plain strings and at least one chunk per column.
-
-    DataFusion answers with ``string_view`` columns, and with no chunks at all
-    when nothing matched (an empty table); pandas cannot join such columns
-    ("cannot construct ChunkedArray from empty vector"), so readers always
-    get plain strings in one chunk, empty or not.
-    """
-    fields = [
-        pa.field(f.name, pa.string(), f.nullable) if pa.types.is_string_view(f.type) else f
-        for f in result.schema
-    ]
-    return result.cast(pa.schema(fields)).combine_chunks()
-
-
-def conform(result: pa.Table, schema: pa.Schema, columns: list[str] | None = None) -> pa.Table:
-    """``result`` cast to the declared schema (or its ``columns``).
-
-    DataFusion may hand back string views or large types; callers get the
-    declared schema so pandas sees the same dtypes whatever engine read it.
-    """
-    fields = [schema.field(c) for c in columns] if columns else list(schema)
-    arrays = [result[f.name].cast(f.type) for f in fields]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

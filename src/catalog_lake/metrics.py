@@ -15,8 +15,8 @@ import pyarrow as pa_
 import pyarrow.compute as pc
 
 from . import reads, settings
-from .errors import CatalogLakeError, LakeError
-from .lake import STORE_ERRORS, first_line
+from .errors import CatalogLakeError, LakeError, first_line
+from .lake import STORE_ERRORS
 from .store import Catalog
 
 

@@ -19,8 +19,9 @@ import polars as pl
 import pyarrow as pa
 
 from .blocks import blocks_dataset, file_path
-from .errors import LakeError, UsageError
-from .lake import STORE_ERRORS, Lake, conform, first_line, is_local
+from .errors import LakeError, UsageError, first_line
+from .lake import STORE_ERRORS, Lake, is_local
+from .layout import conform
 from .schemas import ADDED_COLUMNS, PARTITIONS, TABLES
 
 

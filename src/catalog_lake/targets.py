@@ -25,8 +25,8 @@ from typing import IO, Any
 import pyarrow as pa
 from pyarrow import fs
 
-from .errors import LakeError, UsageError
-from .lake import first_line, is_local
+from .errors import LakeError, UsageError, first_line
+from .lake import is_local
 
 #: The manifest's name inside a target.
 MANIFEST = ".catalog-lake-target.json"
