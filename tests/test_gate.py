@@ -22,11 +22,12 @@ from bench import synth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catalog_lake import gate, sources
+from catalog_lake import gate, sources, split
 from catalog_lake.errors import PushError
 from catalog_lake.parse import ParsedPush, canonical_json, decode_payload, parse_push, parse_texts
 from catalog_lake.push import check_group
-from catalog_lake.sources import discover, file_batches, parse_together, split_items
+from catalog_lake.sources import discover, file_batches, parse_together
+from catalog_lake.split import split_items
 from tests.conftest import GOOD_ITEM
 from tests.mutations import corpus
 from tests.test_hostile import ITEMS, item_text
@@ -299,7 +300,6 @@ def test_a_file_that_would_overflow_a_part_opens_the_next_one_not_a_part_of_its_
     # Files of about 97 items, parts of 500: five files fill a part and the sixth,
     # which would take it past 500, opens the next part. It used to be parsed alone,
     # paying the gate's cost per call for a part of one file.
-    from catalog_lake import sources
     from catalog_lake.feeds import ingest
 
     folder = tmp_path / "feeds"
@@ -360,8 +360,8 @@ def test_a_span_is_placed_in_its_file_only_when_it_is_a_view_of_it():
     # The repeated-"items" check searches only outside the items kept, found by address.
     data = b'{"items": [{"a": 1}, {"b": 2}]}'
     spans = split_items(data, "feed.json")
-    assert [sources._offset(span, data) for span in spans] == [11, 21]
-    assert sources._offset(msgspec.Raw(b'{"a": 1}'), data) is None  # a copy: the whole file
+    assert [split._offset(span, data) for span in spans] == [11, 21]
+    assert split._offset(msgspec.Raw(b'{"a": 1}'), data) is None  # a copy: the whole file
 
 
 def test_a_file_that_is_items_alone_is_split_whatever_its_spacing():

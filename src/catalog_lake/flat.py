@@ -6,6 +6,9 @@ object frame keeps each value as a Python object, and replaces the values
 that pandas or Arrow would silently change with markers that carry their
 text (``NonFinite``, ``Unencodable``) or keep it (``JsonFloat``). ``cells``
 turns this frame into text and kind columns.
+
+The same values, and an object's repeated keys (``DuplicateKeys``), are
+written back exactly by ``canonical_json``: an item's content digest.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 #: Item fields that hold an object whose keys become their own columns.
@@ -223,3 +227,57 @@ def _mark(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return NonFinite(value.text if isinstance(value, JsonFloat) else json.dumps(value))
     return value
+
+
+class DuplicateKeys(dict):
+    """A JSON object that repeated a key; ``duplicates`` names the repeats.
+
+    ``pairs`` keeps every key/value as sent, so the raw table can store the
+    item exactly as received and a replay finds the same duplicates again.
+    """
+
+    duplicates: list[str]
+    pairs: list[tuple[str, Any]]
+
+
+def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A decoded JSON object; a ``DuplicateKeys`` when it repeated a key."""
+    # stdlib json and orjson keep the last duplicate silently; we want to say so.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dups = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
+        obj = DuplicateKeys(obj)
+        obj.duplicates = dups
+        obj.pairs = pairs
+    return obj
+
+
+def canonical_json(item: Any, *, exact: bool = False) -> bytes:
+    """``item`` as JSON with sorted keys, numbers as sent: the same bytes for the same content.
+
+    ``exact``: the item may hold a NaN or Infinity, which orjson would write as null.
+    """
+    if exact:
+        return _canonical(item).encode("utf-8", "surrogatepass")
+    try:
+        return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        # JsonFloat, integers past 64 bits, lone surrogates: always this path for such content.
+        return _canonical(item).encode("utf-8", "surrogatepass")
+
+
+def _canonical(value: Any) -> str:
+    if isinstance(value, dict):
+        pairs = value.pairs if isinstance(value, DuplicateKeys) else list(value.items())
+        body = ",".join(f"{json.dumps(k)}:{_canonical(v)}" for k, v in sorted(pairs, key=_key))
+        return "{" + body + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_canonical(v) for v in value) + "]"
+    if isinstance(value, (JsonFloat, HugeInt)):
+        return value.text
+    return json.dumps(value)
+
+
+def _key(pair: tuple[str, Any]) -> str:
+    return pair[0]

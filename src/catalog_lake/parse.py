@@ -27,37 +27,17 @@ from .errors import ErrorCode, PushError, item_error
 from .flat import (
     INT_DIGITS,
     NESTED,
+    DuplicateKeys,
     HugeInt,
     JsonFloat,
     Unencodable,
+    canonical_json,
     flatten,
     has_surrogate,
     json_int,
     may_be_nonfinite,
+    pairs_hook,
 )
-
-
-class _DuplicateKeys(dict):
-    """A JSON object that repeated a key; ``duplicates`` names the repeats.
-
-    ``pairs`` keeps every key/value as sent, so the raw table can store the
-    item exactly as received and a replay finds the same duplicates again.
-    """
-
-    duplicates: list[str]
-    pairs: list[tuple[str, Any]]
-
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # stdlib json and orjson keep the last duplicate silently; we want to say so.
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        dups = [k for k, _ in pairs if k in seen or seen.add(k)]  # type: ignore[func-returns-value]
-        obj = _DuplicateKeys(obj)
-        obj.duplicates = dups
-        obj.pairs = pairs
-    return obj
 
 
 class Texts(Sequence[str]):
@@ -205,36 +185,6 @@ class ParsedPush:
         )
 
 
-def canonical_json(item: Any, *, exact: bool = False) -> bytes:
-    """``item`` as JSON with sorted keys, numbers as sent: the same bytes for the same content.
-
-    ``exact``: the item may hold a NaN or Infinity, which orjson would write as null.
-    """
-    if exact:
-        return _canonical(item).encode("utf-8", "surrogatepass")
-    try:
-        return orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
-    except (orjson.JSONEncodeError, TypeError):
-        # JsonFloat, integers past 64 bits, lone surrogates: always this path for such content.
-        return _canonical(item).encode("utf-8", "surrogatepass")
-
-
-def _canonical(value: Any) -> str:
-    if isinstance(value, dict):
-        pairs = value.pairs if isinstance(value, _DuplicateKeys) else list(value.items())
-        body = ",".join(f"{json.dumps(k)}:{_canonical(v)}" for k, v in sorted(pairs, key=_key))
-        return "{" + body + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_canonical(v) for v in value) + "]"
-    if isinstance(value, (JsonFloat, HugeInt)):
-        return value.text
-    return json.dumps(value)
-
-
-def _key(pair: tuple[str, Any]) -> str:
-    return pair[0]
-
-
 def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
     """Decode JSON text or bytes; pass other objects through untouched.
 
@@ -253,17 +203,17 @@ def decode_payload(payload: Any, notes: set[str] | None = None) -> Any:
     if isinstance(payload, str):
         if len(payload) > settings.MAX_PAYLOAD_BYTES:
             raise _too_large(len(payload))
-        pairs_hook = _pairs_hook
+        hook = pairs_hook
         if notes is not None:
 
-            def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-                obj = _pairs_hook(pairs)
-                if obj.__class__ is _DuplicateKeys:
+            def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+                obj = pairs_hook(pairs)
+                if obj.__class__ is DuplicateKeys:
                     notes.add("repeated")
                 return obj
 
         hooks = {
-            "object_pairs_hook": pairs_hook,
+            "object_pairs_hook": hook,
             "parse_float": JsonFloat,
             "parse_constant": JsonFloat,
         }
@@ -317,7 +267,7 @@ def product_items(
             "invalid_payload",
             f"{what} must be a JSON object with an 'items' list, got {_kind(obj)}",
         )
-    if isinstance(obj, _DuplicateKeys):
+    if isinstance(obj, DuplicateKeys):
         # json keeps the last of two "items" lists silently: the first would be lost.
         repeated = ", ".join(repr(k) for k in dict.fromkeys(obj.duplicates))
         raise PushError("duplicate_key", f"{what} repeats the key {repeated}; send each key once")
@@ -422,7 +372,7 @@ def parse_push(payload: Any, *, decoded: bool = False, repeats: bool = True) -> 
         if not repeats:
             continue
         for path, container in _objects(item):
-            if isinstance(container, _DuplicateKeys):
+            if isinstance(container, DuplicateKeys):
                 for key in container.duplicates:
                     name = f"{path}.{key}" if path else key
                     errors.setdefault(index, []).append(
@@ -640,7 +590,7 @@ def _dump(item: dict[str, Any], index: int, *, decoded: bool = False, repeats: b
     A caller's own dicts are written by ``json``, which keeps their floats,
     NaN included. ``repeats=False``: no object of the item repeated a key.
     """
-    repeats = repeats and any(isinstance(c, _DuplicateKeys) for _, c in _objects(item))
+    repeats = repeats and any(isinstance(c, DuplicateKeys) for _, c in _objects(item))
     try:
         if decoded and not repeats:
             try:
@@ -672,7 +622,7 @@ def _dump_pairs(value: Any, *, ascii: bool = False) -> str:
     without repeats or JSON-spelled floats gets the same text either way.
     """
     if isinstance(value, dict):
-        pairs = value.pairs if isinstance(value, _DuplicateKeys) else list(value.items())
+        pairs = value.pairs if isinstance(value, DuplicateKeys) else list(value.items())
         body = ",".join(
             f"{json.dumps(k, ensure_ascii=ascii)}:{_dump_pairs(v, ascii=ascii)}" for k, v in pairs
         )

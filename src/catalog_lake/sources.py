@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgspec
-import numpy as np
 import pyarrow as pa
 
 from . import settings
@@ -45,6 +44,7 @@ from .parse import (
     product_items,
 )
 from .push import PushRequest
+from .split import split_items
 
 #: File endings a feed may have; each may also end in .gz.
 FEED_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -635,163 +635,3 @@ def file_batches(feed: FeedFile, batch_size: int, strict: bool = False) -> FileB
     with collector_paused():
         items, notes = feed_items(data, feed.path, bounded=False)
     return FileBatches(feed, batch_size, strict, items=items, repeats="repeated" in notes)
-
-
-def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
-    """Each item's exact JSON text, if every item is a well-formed JSON object; else None.
-
-    msgspec checks the whole file and hands back each item's span without
-    decoding it. It is strict JSON, so what our decoder also accepts is
-    handled apart: in JSON Lines, a line msgspec refuses is checked with our
-    decoder (``_split_lines``); in a ``.json`` file, NaN and Infinity are
-    masked for the split (``_split_masked``). A ``.json`` file holding a lone
-    surrogate or an integer past 4,300 digits, or needing an exact refusal (a
-    repeated top-level key, which msgspec would resolve silently), returns None.
-
-    Raises:
-        PushError: a JSON Lines file with a line that is not one JSON object.
-    """
-    name = name.lower().removesuffix(".gz")
-    if name.endswith((".jsonl", ".ndjson")):
-        return _split_lines(data)
-    nan, infinity = _places(data, b"NaN"), _places(data, b"Infinity")
-    if nan or infinity:
-        # Masking keeps every text value valid JSON, so a file it cannot split could not
-        # be split unmasked either: one split, not a failed one first.
-        return _split_masked(data, nan, infinity)
-    return _split_json(data)
-
-
-def _places(data: bytes, word: bytes) -> list[int]:
-    """Where ``word`` starts in ``data``: one scan of the file, as ``word in data`` is.
-
-    A feed holds few such words; the places then say which items hold one
-    (``_split_masked``) with no search of each item.
-    """
-    places, at = [], data.find(word)
-    while at != -1:
-        places.append(at)
-        at = data.find(word, at + len(word))
-    return places
-
-
-class _ProductFile(msgspec.Struct, forbid_unknown_fields=True):
-    """A product object file, ``{"items": [...]}``, its items left unparsed."""
-
-    items: list[msgspec.Raw]
-
-
-_PRODUCT_FILE = msgspec.json.Decoder(_ProductFile)
-
-
-def _split_json(data: bytes) -> list[msgspec.Raw] | None:
-    """The items of a product object file as msgspec spans; None if msgspec cannot split it."""
-    try:
-        # One pass: "items" must be the only key (``forbid_unknown_fields``). Raw spans are
-        # views of the file's bytes, joined into batches without a copy each.
-        texts = _PRODUCT_FILE.decode(data).items
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None
-    if not texts or not all(memoryview(text)[:1] == b"{" for text in texts):
-        return None  # empty, or an item that is not an object: refused by the decoding path
-    # msgspec keeps the last of two "items": any other lies before the items kept, or after.
-    # Only those bytes are searched (the whole file cost 0.7 ms a file of 1.3 MB).
-    first, last = _offset(texts[0], data), _offset(texts[-1], data)
-    if first is None or last is None:
-        found = data.count(b'"items"')
-    else:
-        found = data.count(b'"items"', 0, first) + data.count(b'"items"', last + len(texts[-1]))
-    if found != 1:
-        return None  # "items" that may be repeated: the decoding path says what it holds
-    return texts
-
-
-def _offset(span: msgspec.Raw, data: bytes) -> int | None:
-    """Where a msgspec span starts in the bytes it was decoded from; None if it is a copy.
-
-    Decoded from bytes, a ``msgspec.Raw`` is a view of them, so its place is
-    the difference of the two addresses.
-    """
-    at = np.frombuffer(span, np.uint8).ctypes.data - np.frombuffer(data, np.uint8).ctypes.data
-    return at if 0 <= at <= len(data) - len(span) else None
-
-
-def _split_masked(data: bytes, nan: list[int], infinity: list[int]) -> list[bytes] | None:
-    """The items of a file holding NaN or Infinity, split by msgspec all the same.
-
-    Each ``NaN`` becomes ``0.0`` and each ``Infinity`` ``1.000000``, the same
-    length, so every item keeps its place (``nan`` and ``infinity``: where
-    each word starts); its text is then taken from the file as sent. Replacing
-    inside a text value changes nothing of where items start and end. A
-    replaced word outside a text may have made broken JSON whole (``NaN1``
-    reads as ``0.01``), so every item that holds one must also be one JSON
-    object to our decoder, or the file is decoded whole as before (and gets
-    its exact error). In the synthetic bench feed nearly every file holds a
-    NaN price, and was decoded whole (docs/performance.md, issue 29).
-    """
-    masked = data.replace(b"NaN", b"0.0") if nan else data
-    masked = masked.replace(b"Infinity", b"1.000000") if infinity else masked
-    spans = _split_json(masked)
-    if spans is None:
-        return None
-    texts: list[bytes] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    position = _offset(spans[0], masked)
-    if position is None:
-        position = masked.index(bytes(spans[0]))  # the first item, past the "items" key
-    for span in spans:
-        start = masked.index(b"{", position)  # only separators lie between two items
-        position = start + len(span)
-        texts.append(data[start:position])
-        starts.append(start)
-        ends.append(position)
-    places = np.array(nan + infinity, np.int64)
-    held = np.searchsorted(np.array(starts), places, side="right") - 1  # the item each word lies in
-    inside = (held >= 0) & (places < np.array(ends)[np.maximum(held, 0)])
-    for index in np.unique(held[inside]).tolist():
-        try:
-            if not isinstance(decode_payload(texts[index]), dict):
-                return None
-        except PushError:
-            return None
-    return texts
-
-
-#: Splits JSON Lines into each line's value, unparsed, as views of the file's bytes.
-_LINES = msgspec.json.Decoder(msgspec.Raw)
-
-
-def _split_lines(data: bytes) -> list[bytes | msgspec.Raw]:
-    """The items of a JSON Lines feed as texts, each line checked to be one JSON object.
-
-    msgspec's ``decode_lines`` takes one value per line (``1, 2`` on a line is
-    an error), skips blank lines and copies nothing. A line it refuses is read
-    again, alone, by our decoder, which accepts NaN, lone surrogates and huge
-    integers, or says what is wrong with the line.
-    """
-    try:
-        raws = _LINES.decode_lines(data)
-    except (msgspec.DecodeError, RecursionError):
-        raws = None
-    if raws == []:
-        check_items([], bounded=False)  # raises: an empty feed is refused as an empty push
-    if raws is not None and all(memoryview(raw)[:1] == b"{" for raw in raws):
-        return raws
-    lines = []
-    for number, line in enumerate(data.splitlines(), start=1):  # the reason, by line
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            msgspec.json.decode(line)
-            ok = line.startswith(b"{")
-        except (msgspec.DecodeError, RecursionError):
-            try:
-                ok = isinstance(decode_payload(line), dict)  # NaN, lone surrogates, huge numbers
-            except PushError as exc:
-                raise PushError(exc.reason, f"line {number}: {exc.detail}") from None
-        if not ok:
-            raise PushError("invalid_payload", f"line {number}: an item must be a JSON object")
-        lines.append(line)
-    return lines
