@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -161,3 +164,21 @@ def lake(request, tmp_path) -> str:
     if request.param == "local":
         return str(tmp_path / "lake")
     return request.getfixturevalue("s3_lake")
+
+
+def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real command in its own process: what a user's terminal shows, Rust's lines too."""
+    return subprocess.run(
+        [sys.executable, "-c", "from catalog_lake.cli import main; main()", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "RUST_BACKTRACE": "0"},
+    )
+
+
+def write_feed(path, items):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"items": items}))
+    return path

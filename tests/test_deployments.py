@@ -42,3 +42,15 @@ def test_deployments_that_write_a_lake_run_one_at_a_time():
     for deployment in DEPLOYMENTS:
         if "ingest" in deployment["tags"] or "maintain" in deployment["tags"]:
             assert deployment["concurrency_limit"] == {"limit": 1, "collision_strategy": "ENQUEUE"}
+
+
+def test_a_deployment_run_refuses_a_relative_lake(monkeypatch):
+    from flows.catalog_flows import lake_of_run
+
+    from catalog_lake import LakeError
+
+    monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "00000000-0000-0000-0000-000000000001")
+    with pytest.raises(LakeError, match="relative path, which a deployment's run would write"):
+        lake_of_run("lake")
+    assert lake_of_run("/srv/lake") == "/srv/lake"
+    assert lake_of_run("s3://bucket/lake") == "s3://bucket/lake"

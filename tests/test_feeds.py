@@ -15,8 +15,9 @@ from catalog_lake import RESPONSE_KEYS
 from catalog_lake.deletes import Refresh
 from catalog_lake.feeds import ingest
 from catalog_lake.runs import runs
-from catalog_lake.sources import discover
-from tests.conftest import FEEDS_TOTALS, make_item
+from catalog_lake.sources import SKIP_DANGLING, discover
+from catalog_lake.terminal import IngestProgress
+from tests.conftest import FEEDS_TOTALS, cli, make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"
 
@@ -299,3 +300,161 @@ def test_a_source_records_its_files_in_order_when_the_clock_stands_still(catalog
         assert ingest(catalog, folder)["files"]["ingested"] == ["a.json"]
     # Four rows at four times (a table's rows come back in no set order, so times decide).
     assert len(set(catalog.lake.read("files")["seen_at"].to_pylist())) == 4
+
+
+def test_push_of_a_fifo_or_a_folder_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "feed.json"
+    os.mkfifo(fifo)
+    (tmp_path / "folder.json").mkdir()
+    result = cli("push", str(fifo), "folder.json", "--lake", "lake", cwd=tmp_path, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"catalog-lake: error: {fifo}: push refused (invalid_payload): not a regular file "
+        "(a FIFO, socket or device); push reads regular files (or - for stdin)",
+        "catalog-lake: error: folder.json: push refused (invalid_payload): a folder; push "
+        "reads regular files (or - for stdin)",
+    ]
+    assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("name", ["big.jsonl", "big.json"])
+def test_a_large_file_is_parsed_a_group_at_a_time(catalog, tmp_path, name):
+    """Batches are written while later ones are still unparsed: the file is never held parsed.
+
+    The peaks themselves are measured by ``bench/memory.py`` (issue 26's note).
+    """
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    items = [make_item(client_item_id=f"SKU-{n}") for n in range(50)]
+    text = (
+        "\n".join(json.dumps(i) for i in items)
+        if name.endswith(".jsonl")
+        else json.dumps({"items": items})
+    )
+    (feeds / name).write_text(text)
+    events = []
+    summary = ingest(
+        catalog,
+        feeds,
+        batch_size=10,
+        group_items=10,
+        progress=lambda event, **info: events.append((event, info.get("items"))),
+    )
+    assert summary["totals"]["received"] == 50
+    # While one group is written, the next is checked and the one after it parsed
+    # (issue 29, ``feeds._pipeline``), never more.
+    parsed = written = 0
+    for event, count in [e for e in events if e[0] in ("parsed", "batch")]:
+        if event == "parsed":
+            parsed = count
+        else:
+            written += count
+        assert parsed - written <= 3 * 10
+    assert parsed == written == 50
+    assert [e for e in events if e[0] == "file"] == [("file", 50)]
+
+
+def test_a_broken_line_late_in_a_file_still_stores_nothing_of_it(catalog, tmp_path):
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    lines = [json.dumps(make_item(client_item_id=f"SKU-{n}")) for n in range(30)]
+    lines[27] = lines[27][:-5]  # cut short
+    (feeds / "late.jsonl").write_text("\n".join(lines))
+    summary = ingest(catalog, feeds, batch_size=10, group_items=10)
+    (failed,) = summary["files"]["failed"]
+    assert failed["error"].startswith("push refused (invalid_json): line 28: payload is not valid")
+    assert not catalog.lake.exists() or catalog.items().empty
+
+
+def test_a_dangling_symlink_is_skipped_as_what_it_is(tmp_path):
+    (tmp_path / "gone.json").symlink_to(tmp_path / "nowhere.json")
+    (tmp_path / "ok.json").write_text(json.dumps({"items": [make_item()]}))
+    found, refused, passed_over = discover(tmp_path)
+    assert [f.path for f in found] == ["ok.json"] and refused == []
+    assert passed_over == {"gone.json": SKIP_DANGLING}
+
+
+@pytest.mark.parametrize("depth", [1_200, 950], ids=["past both decoders", "near their limits"])
+def test_an_item_nested_too_deeply_fails_its_file_and_the_run_goes_on(catalog, tmp_path, depth):
+    """Past msgspec's limit the file is refused whole. Near the limits (both count the
+    caller's stack, so where they fall varies by a few levels), msgspec may pass what our
+    decoder refuses: the batches before the item are then stored, and the file says which
+    batch failed. Either way the run goes on to the next file."""
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    lines = [json.dumps(make_item(client_item_id=f"SKU-{n}")) for n in range(30)]
+    lines[25] = lines[25][:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+    (feeds / "a.jsonl").write_text("\n".join(lines))
+    (feeds / "b.json").write_text(json.dumps({"items": [make_item(client_item_id="B")]}))
+    summary = ingest(catalog, feeds, batch_size=10, group_items=10)
+    (failed,) = summary["files"]["failed"]
+    assert failed["path"] == "a.jsonl"
+    assert "nested too deeply" in failed["error"] or "cannot be represented" in failed["error"]
+    stored = summary["totals"]["received"] - 1
+    assert stored in ((0,) if depth > 1_000 else (0, 20))
+    assert failed["error"].startswith("batch 3 of 3: ") == (stored == 20)
+    assert "B" in set(catalog.items()["client_item_id"])
+
+
+def test_ingest_of_a_mistyped_source_creates_nothing(run, tmp_path):
+    result = run("ingest", "feeds-typo", "--lake", "fresh")
+    assert result.exit_code == 1
+    assert result.stderr == "catalog-lake: error: source 'feeds-typo' is not a file or folder\n"
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_files_that_are_not_feeds_are_counted_among_the_skipped(run, tmp_path):
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    for n in range(2):
+        (feeds / f"f{n}.json").write_text(
+            json.dumps({"items": [make_item(client_item_id=f"S{n}")]})
+        )
+    (feeds / "data.csv").write_text("a,b\n")
+    (feeds / "feed.json.bak").write_text("{}")
+    (feeds / "nested").mkdir()
+    result = run("ingest", "feeds")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[0] == (
+        "2 file(s) to ingest, 2 skipped: 2 not a feed file (.json, .jsonl, .ndjson, or .gz of one)"
+    )
+
+
+def test_a_scheduled_run_over_files_that_failed_before_and_are_unchanged_fails_too(run, tmp_path):
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    (feeds / "good.json").write_text(json.dumps({"items": [make_item()]}))
+    (feeds / "broken.json").write_text('{"items": [')
+    assert run("ingest", "feeds").exit_code == 1
+    again = run("ingest", "feeds", "--json")
+    assert again.exit_code == 1
+    summary = json.loads(again.stdout)
+    assert summary["files"]["failed"] == []
+    assert summary["files"]["still_failing"] == ["broken.json"]
+    (feeds / "broken.json").unlink()  # removed (or fixed): the next run is green
+    assert run("ingest", "feeds").exit_code == 0
+
+
+def test_the_progress_bar_moves_once_per_batch_at_least(catalog, tmp_path, monkeypatch):
+    from catalog_lake.feeds import ingest
+
+    feed = tmp_path / "one.jsonl"
+    feed.write_text(
+        "\n".join(json.dumps(make_item(client_item_id=f"P{n}")) for n in range(40)) + "\n"
+    )
+    moves: list[float] = []
+    progress = IngestProgress()
+    progress.shown, progress.items, progress.started = {}, 0, 0.0
+
+    class Bar:  # records what rich's Progress is told, call by call
+        def add_task(self, description, total=None, **fields):
+            return 1
+
+        def update(self, task, advance=0.0, **fields):
+            if advance:
+                moves.append(advance)
+
+    progress.bar, progress.task = Bar(), None
+    ingest(catalog, feed, batch_size=5, progress=progress)  # one file, one group, 8 batches
+    assert len(moves) >= 8
+    assert sum(moves) == pytest.approx(feed.stat().st_size)

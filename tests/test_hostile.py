@@ -11,7 +11,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from catalog_lake import PushError, check, settings
+from catalog_lake import Catalog, PushError, check, settings
+from catalog_lake.feeds import ingest
 from catalog_lake.rules import ERROR, RULES_BY_SOURCE
 from tests.conftest import GOOD_ITEM, make_item
 
@@ -213,7 +214,6 @@ def test_schema_drift_loses_nothing_and_never_changes_the_tables(catalog, clock)
 
 
 def test_storage_credentials_never_reach_tables_logs_or_reprs(tmp_path, capsys):
-    from catalog_lake import Catalog
     from catalog_lake.feeds import ingest
 
     secret = "s3cr3t-key-value"
@@ -227,3 +227,92 @@ def test_storage_credentials_never_reach_tables_logs_or_reprs(tmp_path, capsys):
     for path in (tmp_path / "lake").rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes()
+
+
+HUGE = "9" * 5_000
+
+
+def test_a_huge_number_costs_its_item_only(catalog):
+    items = [make_item(client_item_id=f"SKU-{n}") for n in range(4)]
+    text = json.dumps({"items": items})
+    text = text.replace('"mrp": "310.00"', f'"mrp": {HUGE}', 1)  # SKU-0: a price
+    text = text.replace('"qty": "120"', f'"qty": -{HUGE}', 2)  # SKU-0 and SKU-1: a count
+    text = text.replace('"client_item_id": "SKU-2"', f'"client_item_id": "SKU-2", "n": [{HUGE}]')
+    response = catalog.push(text)
+    assert response["catalog_push_success_product_count"] == "3"
+    (failed,) = response["catalog_push_failed_items"]
+    assert failed["client_item_id"] == "SKU-0"
+    assert ("pricing_info.mrp", "invalid_price") in {
+        (e["field"], e["code"]) for e in failed["errors"]
+    }
+    warned = {w["client_item_id"]: w["warnings"] for w in response["catalog_push_warning_items"]}
+    (dropped,) = warned["SKU-2"]
+    assert (dropped["field"], dropped["code"]) == ("n[0]", "invalid_number")
+    assert "a number of 5,000 digits" in dropped["message"]
+    assert len(dropped["value"]) <= 201  # the value a refusal carries is cut
+    raw = catalog.raw()
+    assert HUGE in raw[raw["client_item_id"] == "SKU-2"]["item_json"].iloc[0]  # kept exactly
+
+
+def test_an_ingest_goes_on_past_a_file_with_a_huge_number(catalog, tmp_path):
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    (feeds / "a.jsonl").write_text(
+        json.dumps(make_item(client_item_id="A"))[:-1] + f', "n": {HUGE}}}\n'
+    )
+    (feeds / "b.json").write_text(json.dumps({"items": [make_item(client_item_id="B")]}))
+    summary = ingest(catalog, feeds)
+    assert summary["files"]["failed"] == []
+    assert sorted(catalog.items()["client_item_id"]) == ["A", "B"]
+
+
+def test_a_callers_huge_int_is_one_push_error_that_names_where(catalog):
+    with pytest.raises(PushError) as refused:
+        catalog.push({"items": [make_item(notes=[1, {"x": 10**5_000}])]})
+    assert str(refused.value) == (
+        "push refused (invalid_payload): items[0].notes[1].x: an integer of more than 4,300 "
+        "digits cannot be written as JSON here; send it as text"
+    )
+
+
+def test_a_repeated_items_key_at_payload_level_is_refused(catalog):
+    a = json.dumps(make_item(client_item_id="A"))
+    b = json.dumps(make_item(client_item_id="B"))
+    with pytest.raises(PushError) as caught:
+        catalog.push(f'{{"items": [{a}], "items": [{b}]}}')
+    assert caught.value.reason == "duplicate_key"
+    assert "repeats the key 'items'" in str(caught.value)
+    assert not catalog.lake.exists()
+
+
+def test_a_feed_file_with_a_repeated_items_key_is_refused(catalog, tmp_path):
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    a = json.dumps(make_item(client_item_id="A"))
+    (feeds / "twice.json").write_text(f'{{"items": [{a}], "items": [{a}]}}')
+
+    summary = ingest(catalog, feeds)
+
+    (failed,) = summary["files"]["failed"]
+    assert failed["status"] == "invalid"
+    assert "duplicate_key" in failed["error"]
+
+
+@pytest.mark.parametrize(
+    ("fragment", "field"),
+    [
+        ('"extra": {"k": 1, "k": 2}', "extra.k"),
+        ('"extra": [{"k": 1, "k": 2}]', "extra[0].k"),
+        ('"attributes": {"custom": {"k": "a", "k": "b"}}', "attributes.custom.k"),
+        (
+            '"pricing_info": {"mrp": "1", "sale_price": "1", "tax": {"k": 1, "k": 1}}',
+            "pricing_info.tax.k",
+        ),
+    ],
+    ids=["unknown object", "object in an unknown list", "unknown attribute", "unknown price field"],
+)
+def test_repeated_keys_inside_unknown_fields_are_refused(catalog, fragment, field):
+    text = json.dumps(make_item(client_item_id="X"))[:-1] + ", " + fragment + "}"
+    response = catalog.push('{"items": [' + text + "]}")
+    (failed,) = response["catalog_push_failed_items"]
+    assert (field, "duplicate_key") in [(e["field"], e["code"]) for e in failed["errors"]]

@@ -187,3 +187,36 @@ def test_check_reports_a_snapshot_that_disagrees_with_the_items_table(tmp_path, 
 
     assert found["invariant"] == 2 and found["examples"] == ["a", "b"]
     assert "_catalog_lake.keys.arrow" in found["rule"]
+
+
+@pytest.mark.parametrize(
+    ("sent", "outcome"),
+    [
+        ("A\nB", "invalid_identifier"),
+        ("A\tB", "invalid_identifier"),
+        ("A\u0000B", "invalid_identifier"),
+        ("A\u200bB", "invalid_identifier"),
+        ("A\u00adB", "invalid_identifier"),  # invisible where a line does not break (issue 26)
+        ("  A  B  ", "A  B"),
+        ("A B", "A B"),
+        ("AB", "AB"),
+        ("A&amp;B", "A&amp;B"),
+    ],
+    ids=["line break", "tab", "nul", "zero-width space", "soft hyphen", "padded with two inner spaces",
+         "one inner space", "plain", "entity not unescaped"],
+)  # fmt: skip
+def test_ids_that_cleaning_would_merge_stay_apart(catalog, sent, outcome):
+    response = catalog.push({"items": [make_item(client_item_id=sent)]})
+    if outcome == "invalid_identifier":
+        (failed,) = response["catalog_push_failed_items"]
+        assert [e["code"] for e in failed["errors"]] == ["invalid_identifier"]
+        assert "U+" in failed["errors"][0]["message"]
+    else:
+        assert response["items"] == [{outcome: "1"}]
+
+
+def test_ids_differing_only_in_inner_whitespace_are_two_items(catalog):
+    response = catalog.push(
+        {"items": [make_item(client_item_id="A  B"), make_item(client_item_id="A B")]}
+    )
+    assert response["items"] == [{"A  B": "1"}, {"A B": "2"}]

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, Field, write_deltalake
 
-from catalog_lake import Catalog, check, settings
+from catalog_lake import Catalog, PushError, check, settings
 from catalog_lake import lake as lake_module
 from catalog_lake.blocks import changed_rows, upserted
 from catalog_lake.errors import LakeError
+from catalog_lake.feeds import ingest
 from catalog_lake.schemas import COMPRESSION, ITEMS, PLAIN_COLUMNS, STATS_COLUMNS
-from tests.conftest import make_item
+from tests.conftest import cli, make_item
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SCHEMA = pa.schema(
@@ -329,3 +333,109 @@ def test_an_update_that_keeps_losing_its_commit_race_fails_as_a_lake_write(
     with pytest.raises(PushError, match="lake_write_failed"):
         catalog.push({"items": [make_item(client_item_id="a", name="Renamed")]})
     assert lost["n"] == 3
+
+
+ROOT = Path(__file__).parents[1]
+FEEDS = ROOT / "data" / "feeds"
+
+
+@pytest.fixture
+def read_only_lake(tmp_path):
+    """A lake with data on a read-only file system (a real mount where the machine allows)."""
+    folder = tmp_path / "mount"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(folder)], capture_output=True
+    )
+    lake = folder / "lake"
+    if mounted.returncode != 0 and os.geteuid() == 0:
+        pytest.skip("root without mount: no way to make a folder read-only here")
+    ingest(Catalog(lake), FEEDS)
+    if mounted.returncode == 0:
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    else:
+        for path in [lake, *lake.rglob("*")]:
+            path.chmod(path.stat().st_mode & ~0o222)
+    yield lake
+    if mounted.returncode == 0:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def test_a_lake_of_a_newer_layout_is_refused_before_anything_is_written(catalog, tmp_path):
+    catalog.push({"items": [make_item(client_item_id="A")]})
+    DeltaTable(catalog.lake.path("items")).alter.add_columns(
+        [Field.from_arrow(pa.field("future_column", pa.string()))]
+    )
+    versions = {n: catalog.lake.version(n) for n in ("raw", "items", "records", "pushes")}
+    fresh = Catalog(catalog.lake.uri)
+    with pytest.raises(PushError) as refused:
+        fresh.push({"items": [make_item(client_item_id="B")]})
+    assert "written by a newer catalog-lake (columns this version does not know: " in str(
+        refused.value
+    )
+    assert "future_column" in str(refused.value) and "pip install -U catalog-lake" in str(
+        refused.value
+    )
+    assert {n: fresh.lake.version(n) for n in versions} == versions  # not even raw
+    assert fresh.repair() == []  # nothing was left for repair to finish
+    with pytest.raises(LakeError, match="newer catalog-lake"):
+        ingest(fresh, FEEDS)
+    assert sorted(fresh.items()["client_item_id"]) == ["A"]  # reads still work
+
+
+def test_a_table_a_newer_version_retyped_is_refused_too(catalog):
+    from deltalake import write_deltalake
+
+    from catalog_lake.schemas import TABLES
+
+    ingest(catalog, FEEDS)
+    files = TABLES["files"]
+    retyped = pa.schema([f if f.name != "size" else pa.field("size", pa.string()) for f in files])
+    write_deltalake(
+        catalog.lake.path("files"), retyped.empty_table(), mode="overwrite", schema_mode="overwrite"
+    )
+    with pytest.raises(PushError, match=r"columns of another type: size\); nothing was written"):
+        Catalog(catalog.lake.uri).push({"items": [make_item(client_item_id="NEW")]})
+    assert "NEW" not in set(Catalog(catalog.lake.uri).raw()["client_item_id"])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["push", str(FEEDS / "food.json")],
+        ["ingest", str(FEEDS), "--force"],
+        ["metrics", "{metrics}"],
+        ["backfill"],
+        ["maintain"],
+    ],
+    ids=["push", "ingest --force", "metrics", "backfill", "maintain"],
+)
+def test_a_read_only_lake_is_refused_in_one_line_before_anything_is_written(
+    read_only_lake, tmp_path, command
+):
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("client_item_id,likes\nGROC-DAL-1KG,4\n")
+    args = [a.replace("{metrics}", str(metrics)) for a in command]
+    result = cli(*args, "--lake", str(read_only_lake), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # no panic line, no traceback
+    assert "is read-only here" in result.stderr and "nothing was written" in result.stderr
+    assert "stored its pushes" not in result.stderr
+    shown = cli("records", "--lake", str(read_only_lake), "--json", cwd=tmp_path)
+    assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 14  # JSON Lines
+
+
+def test_a_lake_written_with_text_service_ids_in_records_is_upgraded_in_place(catalog):
+    catalog.push({"items": [make_item(client_item_id=f"T{n}") for n in range(3)]})
+    path = catalog.lake.path("records")
+    old = DeltaTable(path).to_pyarrow_table()
+    old = old.set_column(0, "object_id", old["object_id"].cast(pa.string()))
+    write_deltalake(path, old, mode="overwrite", schema_mode="overwrite", partition_by=["id_block"])
+
+    fresh = Catalog(catalog.lake.uri, clock=catalog.clock)
+    fresh.push({"items": [make_item(client_item_id="T3")]})
+
+    stored = pa.schema(DeltaTable(path).schema().to_arrow())
+    assert stored.field("object_id").type == pa.int64()
+    assert fresh.records()["object_id"].tolist() == [1, 2, 3, 4]
+    assert check(fresh)["ok"]

@@ -9,6 +9,8 @@ import gzip
 import io
 import json
 import os
+import subprocess
+import sys
 import tracemalloc
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -19,6 +21,7 @@ from deltalake import DeltaTable
 
 from catalog_lake import Catalog, LakeError, PushError, check, settings
 from catalog_lake.backfill import backfill
+from catalog_lake.errors import one_line
 from catalog_lake.feeds import ingest
 from catalog_lake.maintain import maintain
 from catalog_lake.metrics import apply_metrics, load_metrics
@@ -446,7 +449,6 @@ def test_as_of_says_clearly_what_the_lake_held_then(run, as_of, message):
 @pytest.fixture
 def small_disk(tmp_path):
     """A real 3 MB tmpfs, where the machine lets the tests mount one (root, CAP_SYS_ADMIN)."""
-    import subprocess
 
     mountpoint = tmp_path / "disk"
     mountpoint.mkdir()
@@ -464,7 +466,6 @@ def small_disk(tmp_path):
 
 
 def test_a_real_full_disk_stops_the_run_in_one_line_and_a_rerun_finishes(small_disk, tmp_path):
-    import subprocess
 
     feeds = tmp_path / "feeds"
     feeds.mkdir()
@@ -590,8 +591,6 @@ def test_a_full_disk_is_one_line_on_the_terminal_without_a_native_panic(small_di
     with RUST_BACKTRACE a backtrace, to descriptor 2: the console script keeps it off the
     terminal and logs it at debug level."""
     import shutil
-    import subprocess
-    import sys
 
     feeds = tmp_path / "feeds"
     feeds.mkdir()
@@ -621,3 +620,12 @@ def test_a_full_disk_is_one_line_on_the_terminal_without_a_native_panic(small_di
     assert logged.returncode == 1
     if "panicked" in logged.stderr:  # where the panic happened this time, it is in the log
         assert "DEBUG catalog_lake.native: native libraries wrote:" in logged.stderr
+
+
+def test_store_errors_become_one_plain_line():
+    chained = "Generic S3 error\n   \x1b[31m↳\x1b[0m builder error\n   URL scheme is not allowed"
+    assert one_line(chained) == (
+        "Generic S3 error ↳ builder error URL scheme is not allowed; the object store's "
+        "endpoint is plain http://, which needs AWS_ALLOW_HTTP=true in the environment "
+        "(or --storage-option AWS_ALLOW_HTTP=true)"
+    )

@@ -52,3 +52,25 @@ def test_compaction_merges_small_files_and_vacuum_keeps_recent_ones(catalog, clo
     vacuumed = maintain(catalog, retention_hours=0)["tables"]["raw"]["files_vacuumed"]
     assert vacuumed == 4
     assert len(catalog.records()) == 4
+
+
+def test_maintain_counts_only_records_it_changed(catalog, clock):
+    from catalog_lake.maintain import maintain
+
+    start = (clock.now - timedelta(days=1)).isoformat()
+    end = (clock.now + timedelta(days=10)).isoformat()
+    catalog.push(
+        {
+            "items": [
+                make_item(
+                    pricing_info__discount_start_date=start,
+                    pricing_info__discount_end_date=end,
+                    pricing_info__discounted_price="199.00",
+                )
+            ]
+        }
+    )
+    report = maintain(catalog, compact=False, vacuum=False)
+    assert report["repriced"] == 0  # the record was written inside its window already
+    clock.now += timedelta(days=11)
+    assert maintain(catalog, compact=False, vacuum=False)["repriced"] == 1

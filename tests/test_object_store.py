@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -17,7 +19,7 @@ from typer.testing import CliRunner
 from catalog_lake import Catalog, check
 from catalog_lake.cli import app
 from catalog_lake.sources import discover, read_items
-from tests.conftest import FEEDS_TOTALS
+from tests.conftest import FEEDS_TOTALS, make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"
 
@@ -151,7 +153,6 @@ def test_an_s3_lake_made_again_at_its_uri_is_never_searched_through_the_cached_i
     s3_endpoint, s3_lake, tmp_path, monkeypatch
 ):
     """Issue 42: an s3:// lake's index sits in the user's cache, named by the URI alone."""
-    from tests.conftest import make_item
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("CATALOG_LAKE_SEARCH_DIR", raising=False)
@@ -167,3 +168,25 @@ def test_an_s3_lake_made_again_at_its_uri_is_never_searched_through_the_cached_i
     Catalog(s3_lake).push({"items": [lamp("new", "Newlake Lamp")]})
     assert Catalog(s3_lake).search("oldlake")["nb_hits"] == 0
     assert Catalog(s3_lake).search("newlake")["nb_hits"] == 1
+
+
+def test_an_object_store_over_plain_http_without_allow_http_is_one_line_that_names_the_fix():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") or k == "AWS_REGION"} | {
+        "AWS_ACCESS_KEY_ID": "catalog-lake-test",
+        "AWS_SECRET_ACCESS_KEY": "catalog-lake-test-secret",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # loopback: refused at once, nothing leaves
+        "AWS_METADATA_ENDPOINT": "http://127.0.0.1:9",
+    }
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("catalog-lake")), "records", "--lake", "s3://b/lake"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert len(done.stderr.splitlines()) == 1
+    assert "\x1b" not in done.stderr
+    assert done.stderr.startswith("catalog-lake: error: ")
+    assert "needs AWS_ALLOW_HTTP=true in the environment" in done.stderr

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 import pandas as pd
 import pyarrow as pa
@@ -229,3 +230,33 @@ def test_missing_nested_objects_are_fine_when_nothing_required_is_inside(catalog
     assert pd.isna(record["image"])
     assert not record["in_stock"]
     assert pd.isna(record["inventory"])
+
+
+def test_decimal_and_date_values_in_a_payload_are_taken_exactly(catalog):
+    response = catalog.push(
+        {
+            "items": [
+                make_item(
+                    pricing_info__mrp=Decimal("310.00"),
+                    pricing_info__sale_price=Decimal("289.5"),
+                    pricing_info__discounted_price=Decimal("250.00"),
+                    pricing_info__discount_start_date=date(2026, 11, 1),
+                    pricing_info__discount_end_date=datetime(2026, 12, 1, tzinfo=UTC),
+                )
+            ]
+        }
+    )
+    assert response["catalog_push_success_product_count"] == "1"
+    assert response["catalog_push_warning_items"] == []
+    raw = json.loads(catalog.raw()["item_json"][0])["pricing_info"]
+    assert raw["discount_start_date"] == "2026-11-01"
+    assert raw["discount_end_date"] == "2026-12-01T00:00:00Z"
+    text = catalog.raw()["item_json"][0]
+    assert '"mrp":310.00' in text and '"sale_price":289.5' in text  # the exact numbers
+    items = catalog.items()
+    assert str(items["mrp"][0]) == "310.00"
+
+
+def test_values_json_cannot_carry_are_still_refused_by_name(catalog):
+    with pytest.raises(PushError, match=r"items\[0\]\.tags: a set cannot be represented as JSON"):
+        catalog.push({"items": [make_item(tags={"a"}, pricing_info__mrp=Decimal("1.00"))]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,3 +78,110 @@ def test_a_feed_file_with_a_float_is_stored_with_the_json_spelling(catalog, tmp_
     # A feed file's items keep their text as sent, spacing included (issue 29).
     assert '"weight": 1e-05' in raw["SKU-1"]
     assert raw["b"] == json.dumps(make_item(client_item_id="b"))
+
+
+def pushed_with(catalog, raw_value: str, strict: bool = True, **where):
+    """Push one item with ``raw_value`` (JSON text, e.g. ``4.9999999999999999``) at ``where``."""
+    ((key, _),) = where.items()
+    item = make_item(client_item_id="X", **{key: "__RAW__"})
+    text = json.dumps({"items": [item]}).replace('"__RAW__"', raw_value)
+    return catalog.push(text, strict=strict)
+
+
+@pytest.mark.parametrize(
+    ("fragment", "field", "value"),
+    [
+        ('"location_id": [NaN]', "location_id", ["NaN"]),
+        ('"location_id": ["L1", Infinity]', "location_id", ["L1", "Infinity"]),
+        ('"location_id": [1e400]', "location_id", ["1e400"]),
+        ('"extra": NaN', "extra", "NaN"),
+        ('"extra": {"deep": [1, -Infinity]}', "extra.deep[1]", "-Infinity"),
+        ('"attributes": {"custom": NaN}', "attributes.custom", "NaN"),
+        ('"pricing_info": {"mrp": "1", "sale_price": "1", "tax": Infinity}', "pricing_info.tax", "Infinity"),
+    ],
+    ids=["nan in location_id", "infinity in location_id", "overflow in location_id",
+         "nan unknown field", "infinity deep in an unknown field", "nan unknown attribute",
+         "infinity unknown price field"],
+)  # fmt: skip
+def test_nonfinite_numbers_are_refused_everywhere(catalog, fragment, field, value):
+    text = json.dumps(make_item(client_item_id="X"))[:-1] + ", " + fragment + "}"
+    response = catalog.push('{"items": [' + text + "]}", strict=True)
+    assert response["catalog_push_success_product_count"] == "0"
+    (failed,) = response["catalog_push_failed_items"]
+    errors = {e["field"]: e for e in failed["errors"]}
+    assert errors[field]["value"] == value
+    assert errors[field]["code"] in ("invalid_list", "invalid_number")
+    json.dumps(response, allow_nan=False)  # the response itself is strict JSON
+
+    # A default push drops the field outside the spec that holds one, with a warning
+    # (unless the fragment repeats one of make_item's own keys: ``duplicate_key``).
+    response = catalog.push('{"items": [' + text + "]}")
+    json.dumps(response, allow_nan=False)
+    if fragment.split('"')[1] in make_item():
+        assert response["catalog_push_failed_product_count"] == "1"
+        return
+    (warned,) = response["catalog_push_warning_items"]
+    assert [(w["field"], w["value"], w["action"]) for w in warned["warnings"]] == [
+        (field, value, "dropped")
+    ]
+    item = catalog.items().iloc[0]
+    stored = [item["extra_fields"], item["extra_attributes"]]
+    assert not any("NaN" in s or "Infinity" in s for s in stored if isinstance(s, str))
+
+
+@pytest.mark.parametrize(
+    ("raw_value", "field", "code"),
+    [
+        ("4.9999999999999999", "inventory_info.qty", "invalid_count"),
+        ("5.0000000000000001", "inventory_info.qty", "invalid_count"),
+        ("1e3", "inventory_info.qty", "invalid_count"),
+        ("19.999999999999999", "pricing_info.mrp", "invalid_price"),
+        ("1e2", "pricing_info.mrp", "invalid_price"),
+    ],
+    ids=["fraction below a whole", "fraction above a whole", "exponent count",
+         "money rounded up by float", "exponent money"],
+)  # fmt: skip
+def test_numbers_are_judged_from_their_json_text(catalog, raw_value, field, code):
+    response = pushed_with(catalog, raw_value, **{field.replace(".", "__"): None})
+    (failed,) = response["catalog_push_failed_items"]
+    assert [(e["field"], e["code"], e["value"]) for e in failed["errors"]] == [
+        (field, code, raw_value if "e" in raw_value or len(raw_value) > 10 else float(raw_value))
+    ]
+
+
+def test_raw_keeps_a_number_as_sent_so_a_replay_judges_it_the_same(catalog):
+    from catalog_lake.backfill import backfill
+
+    pushed_with(catalog, "4.9999999999999999", inventory_info__qty=None)  # strict: refused
+
+    (stored,) = catalog.raw()["item_json"]
+    assert '"qty":4.9999999999999999' in stored
+    report = backfill(catalog, dry_run=True)  # raw keeps the push's strictness too
+    assert (report["items_rejected"], report["records_new"]) == (1, 0)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_feed_file_keeps_numbers_as_sent_too(catalog, tmp_path, suffix):
+    item = json.dumps(make_item(client_item_id="F", inventory_info__qty="__RAW__"))
+    item = item.replace('"__RAW__"', "4.9999999999999999")
+    feeds = tmp_path / "feeds"
+    feeds.mkdir()
+    text = item if suffix == ".jsonl" else '{"items": [' + item + "]}"
+    (feeds / f"f{suffix}").write_text(text)
+
+    summary = ingest(catalog, feeds)
+
+    # An optional count costs only itself: stored without it, with a warning.
+    assert summary["top_warning_codes"] == [{"code": "invalid_count", "count": 1}]
+    assert summary["totals"]["warned"] == 1
+    (warned,) = summary["catalog_push_warning_items"]
+    assert warned["warnings"][0]["value"] == "4.9999999999999999"
+    assert '"qty": 4.9999999999999999' in catalog.raw()["item_json"][0]  # the text as sent
+
+
+@pytest.mark.parametrize("raw_value", ["120", "120.0", "120.00"])
+def test_whole_json_numbers_still_count(catalog, raw_value):
+    response = pushed_with(catalog, raw_value, inventory_info__qty=None)
+    assert response["catalog_push_failed_product_count"] == "0"
+    assert catalog.items()["qty"].tolist() == [120]
+    assert f'"qty":{raw_value}' in catalog.raw()["item_json"][0]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pandas as pd
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from catalog_lake import Catalog
 from catalog_lake.records import Synonyms
@@ -224,7 +227,6 @@ def test_categories_compare_in_pythons_lower_case(catalog):
 
 def test_the_fast_flat_frame_equals_the_value_by_value_one():
     """Big pushes are flattened by pandas from the dicts; the result must not change."""
-    import json
 
     from bench import synth
 
@@ -242,3 +244,15 @@ def test_the_fast_flat_frame_equals_the_value_by_value_one():
     fast = fast[slow.columns]
     assert all(dtype == "object" for dtype in fast.dtypes)
     assert fast.map(repr).equals(slow.map(repr))
+
+
+def test_records_and_items_agree_on_the_service_id_type(catalog):
+    catalog.push({"items": [make_item(client_item_id=f"T{n}") for n in range(3)]})
+    records = DeltaTable(catalog.lake.path("records")).schema().to_arrow()
+    items = DeltaTable(catalog.lake.path("items")).schema().to_arrow()
+    assert pa.schema(records).field("object_id").type == pa.schema(items).field("object_id").type
+    assert catalog.query_records(where="object_id = 2")["client_item_id"].tolist() == ["T1"]
+    assert catalog.query_records(where="object_id >= '2'")["client_item_id"].tolist() == [
+        "T1",
+        "T2",
+    ]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from catalog_lake import Catalog, PushError, check
+from catalog_lake.feeds import ingest
 from catalog_lake.lake import Lake
-from tests.conftest import make_item
+from tests.conftest import make_item, write_feed
 
 
 class CrashingLake(Lake):
@@ -126,4 +127,42 @@ def test_an_ingest_run_finishes_interrupted_pushes_first(tmp_path, clock):
     empty.mkdir()
     summary = ingest(catalog, empty)
     assert summary["repaired"] == [caught.value.request_id]
+    assert check(catalog)["ok"]
+
+
+def test_a_repaired_push_keeps_its_key_source_and_flow_run(tmp_path, clock):
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.lake = CrashingLake(catalog.lake.uri, fail_on="pushes")
+    payload = {"items": [make_item(client_item_id="R")]}
+    with pytest.raises(PushError):
+        catalog.push(payload, source="feed.json", flow_run_id="fr-1", idempotency_key="k-1")
+
+    catalog.lake = Lake(catalog.lake.uri)
+    catalog.repair()
+
+    (row,) = catalog.pushes().to_dict(orient="records")
+    assert (row["source"], row["flow_run_id"], row["idempotency_key"]) == (
+        "feed.json",
+        "fr-1",
+        "k-1",
+    )
+    again = catalog.push(payload, idempotency_key="k-1")
+    assert again["catalog_push_request_id"] == row["request_id"]
+    assert len(catalog.pushes()) == 1 and len(catalog.raw()) == 1
+    assert check(catalog)["ok"]
+
+
+def test_an_ingest_after_a_killed_one_does_not_push_its_batches_twice(tmp_path, clock):
+    feeds = tmp_path / "feeds"
+    write_feed(feeds / "a.json", [make_item(client_item_id=f"A{i}") for i in range(3)])
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.lake = CrashingLake(catalog.lake.uri, fail_on="pushes")
+    ingest(catalog, feeds)  # the write fails after raw: the file is an error
+
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    summary = ingest(catalog, feeds)
+
+    assert len(summary["repaired"]) == 1
+    assert summary["totals"]["already_stored"] == 3
+    assert len(catalog.pushes()) == 1 and len(catalog.raw()) == 3
     assert check(catalog)["ok"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from catalog_lake import RESPONSE_KEYS, push_response
-from catalog_lake.summary import run_summary, summary_markdown
+from catalog_lake.summary import SKIP_FAILED, run_summary, summary_markdown
 
 
 @dataclass
@@ -80,4 +80,17 @@ def test_markdown_report():
         "| files failed | seconds | items/s |\n"
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         "| 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0.5 | - |\n"
+    )
+
+
+def test_the_still_failing_rule_names_each_file():
+    from catalog_lake.errors import IngestError
+    from catalog_lake.sources import FeedFile
+
+    skipped = [FeedFile("/f", "broken.json", "x", 1)]
+    summary = run_summary(
+        "r", [], skipped, duration_s=1.0, skipped_reasons={"broken.json": SKIP_FAILED}
+    )
+    assert str(IngestError(summary)) == (
+        "1 feed file(s) failed: broken.json (failed before and unchanged)"
     )

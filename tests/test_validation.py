@@ -8,6 +8,7 @@ tests/test_warnings.py shows what a default push does with the rest.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -395,3 +396,102 @@ def test_an_item_over_the_size_limit_is_rejected(monkeypatch):
 def test_nested_objects_must_be_objects(name):
     errors, _ = judge(make_item(**{name: "not an object"}))
     assert (name, "invalid_type") in errors
+
+
+@pytest.mark.parametrize("count", [1, 100], ids=["one item", "a frame built by pandas"])
+@pytest.mark.parametrize("first", [False, True], ids=["object first", "dotted key first"])
+def test_a_top_level_dotted_key_never_overrides_the_nested_price(catalog, count, first):
+    items = []
+    for number in range(count):
+        item = make_item(client_item_id=f"SKU-{number}")
+        item = (
+            {"pricing_info.mrp": "1.00", **item} if first else {**item, "pricing_info.mrp": "1.00"}
+        )
+        items.append(item)
+    response = catalog.push({"items": items})
+    assert response["catalog_push_success_product_count"] == str(count)
+    stored = catalog.items().iloc[0]
+    assert str(stored["mrp"]) == "310.00"
+    # Kept losslessly, under its own name, in either order.
+    assert json.loads(stored["extra_fields"]) == {"pricing_info.mrp": "1.00"}
+    assert catalog.records()["mrp"].tolist() == [310.0] * count
+
+
+def test_a_dotted_attribute_key_never_overrides_the_brand(catalog):
+    item = make_item()
+    item["attributes.brand"] = "Counterfeit"
+    catalog.push({"items": [item]})
+    stored = catalog.items().iloc[0]
+    assert dict(stored["attributes"])["brand"] == "Aashirvaad"
+    assert json.loads(stored["extra_fields"]) == {"attributes.brand": "Counterfeit"}
+    assert catalog.records()["brand"].tolist() == ["Aashirvaad"]
+
+
+def test_dotted_keys_alone_do_not_satisfy_the_required_prices(catalog):
+    item = make_item()
+    del item["pricing_info"]
+    item["pricing_info.mrp"], item["pricing_info.sale_price"] = "310.00", "289.00"
+    response = catalog.push({"items": [item]})
+    (failed,) = response["catalog_push_failed_items"]
+    assert {(e["field"], e["code"]) for e in failed["errors"]} == {
+        ("pricing_info.mrp", "missing_required_field"),
+        ("pricing_info.sale_price", "missing_required_field"),
+    }
+
+
+def test_a_nested_unknown_field_and_its_dotted_spelling_are_two_fields(catalog):
+    item = make_item()
+    item["pricing_info"]["currency"] = "INR"
+    item["pricing_info.currency"] = "USD"
+    item["\x00pricing_info.currency"] = "EUR"  # the marker itself cannot be spoofed
+    catalog.push({"items": [item]})
+    assert json.loads(catalog.items().iloc[0]["extra_fields"]) == {
+        "pricing_info": {"currency": "INR"},
+        "pricing_info.currency": "USD",
+        "\x00pricing_info.currency": "EUR",
+    }
+
+
+def test_a_nan_inside_a_dotted_key_is_reported_at_its_own_path(catalog):
+    text = json.dumps({"items": [make_item()]})[:-3] + ', "pricing_info.mrp": NaN}]}'
+    response = catalog.push(text)
+    (warned,) = response["catalog_push_warning_items"]
+    assert [(w["field"], w["code"]) for w in warned["warnings"]] == [
+        ("pricing_info.mrp", "invalid_number")
+    ]
+    assert str(catalog.items().iloc[0]["mrp"]) == "310.00"
+
+
+@pytest.mark.parametrize(
+    "character",
+    ["\u00ad", "\u061c", "\u180e", "\U000e0041", "\ue000", "\u2029", "\u200b"],
+    ids=["soft hyphen", "arabic letter mark", "mongolian vowel separator", "tag letter",
+         "private use", "paragraph separator", "zero width space"],
+)  # fmt: skip
+def test_invisible_format_characters_are_refused_in_client_item_id(catalog, character):
+    response = catalog.push({"items": [make_item(client_item_id=f"SKU{character}1")]})
+    (failed,) = response["catalog_push_failed_items"]
+    (error,) = failed["errors"]
+    assert error["code"] == "invalid_identifier"
+    assert f"U+{ord(character):04X}" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("value", "outcome"),
+    [
+        ("9999-12-31T23:00:00-05:00", "invalid_date"),
+        ("0001-01-01T00:30:00+01:00", "invalid_date"),
+        ("9999-12-31", "stored"),
+        ("0001-01-01T00:00:00Z", "stored"),
+    ],
+    ids=["past 9999 in UTC", "before year 1 in UTC", "last day", "first instant"],
+)
+def test_dates_outside_years_1_to_9999_are_refused(catalog, value, outcome):
+    item = make_item(client_item_id="D", pricing_info__discount_end_date=value)
+    response = catalog.push({"items": [item]}, strict=True)
+    if outcome == "stored":
+        assert response["catalog_push_failed_product_count"] == "0"
+        catalog.items()  # and the items read back
+    else:
+        (failed,) = response["catalog_push_failed_items"]
+        assert [e["code"] for e in failed["errors"]] == [outcome]

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog_lake import Catalog, PushError, check, clean
+from catalog_lake.feeds import ingest
 from catalog_lake.items import typed_items
 from catalog_lake.lake import Lake
 from catalog_lake.parse import parse_push
@@ -442,7 +443,6 @@ def test_a_dry_run_honours_idempotency_keys_as_a_push_does(catalog):
 
 
 def test_an_ingest_dry_run_records_nothing_so_the_real_run_reads_every_file(catalog, tmp_path):
-    from catalog_lake.feeds import ingest
 
     folder = tmp_path / "feeds"
     folder.mkdir()
@@ -506,3 +506,30 @@ def test_what_live_seller_apps_send_costs_a_value_not_the_product(catalog, fragm
     (warned,) = response["catalog_push_warning_items"]
     assert (field, action) in [(w["field"], w["action"]) for w in warned["warnings"]]
     assert check(catalog, derive=False)["ok"]
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("sale_price", "400.00"), ("sale_price", 311), ("discounted_price", "310.01")],
+)
+def test_a_price_above_mrp_is_stored_with_a_warning_and_refused_when_strict(catalog, field, value):
+    response = catalog.push({"items": [make_item(**{f"pricing_info__{field}": value})]})
+    (warned,) = response["catalog_push_warning_items"]
+    (warning,) = warned["warnings"]
+    assert (warning["field"], warning["code"], warning["action"], warning["value"]) == (
+        f"pricing_info.{field}",
+        "price_above_mrp",
+        "kept",
+        value,
+    )
+    assert "is above pricing_info.mrp '310.00'" in warning["message"]
+    strict = catalog.push(
+        {"items": [make_item(client_item_id="S", **{f"pricing_info__{field}": value})]},
+        strict=True,
+    )
+    assert strict["catalog_push_failed_items"][0]["errors"][0]["code"] == "price_above_mrp"
+
+
+def test_a_price_equal_to_mrp_is_no_warning(catalog):
+    response = catalog.push({"items": [make_item(pricing_info__sale_price="310.00")]})
+    assert response["catalog_push_warning_items"] == []

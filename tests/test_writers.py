@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 from catalog_lake import Catalog, check
+from catalog_lake.settings import lake_limit_name, resolved_lake_uri
 from tests.conftest import make_item
 
 WRITERS = 4
@@ -166,3 +167,13 @@ def test_first_writers_of_a_new_lake_all_land(lake):
         assert len(catalog.items()) == 3 * WRITERS
         report = check(catalog, derive=False)
         assert report["ok"], report["violations"]
+
+
+def test_every_spelling_of_a_lake_is_one_concurrency_limit(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = {lake_limit_name(x) for x in ("lake", "./lake", str(tmp_path / "lake"), "lake/")}
+    assert len(names) == 1
+    (name,) = names
+    assert name.startswith("catalog-lake:lake-") and "/" not in name
+    assert resolved_lake_uri("s3://bucket/lake/") == "s3://bucket/lake"
+    assert lake_limit_name("s3://bucket/lake") != lake_limit_name(tmp_path / "other" / "lake")
