@@ -1,6 +1,6 @@
 """A feed file's items as their exact JSON texts, split from its bytes without decoding them.
 
-The fast path (docs/design.md, "The gated fast path") starts here: msgspec
+The gated fast path (docs/design.md, "How a push is judged") starts here: msgspec
 checks a whole file and hands back each item's span, which ``gate.py`` then
 reads as cells with Polars. What msgspec refuses but our decoder accepts (NaN,
 lone surrogates, huge integers) is handled apart, so a split never refuses a
