@@ -4,11 +4,13 @@ the command, and an empty ``--lake`` refused in one line."""
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
 
 from catalog_lake import Catalog
+from catalog_lake.errors import SearchError, UsageError
 
 ROOT = Path(__file__).parents[1]
 FEEDS = ROOT / "data" / "feeds"
@@ -60,3 +62,15 @@ def test_an_empty_lake_path_is_a_usage_error_that_creates_nothing(run, tmp_path)
     )
     with pytest.raises(Exception, match="the lake path is empty"):
         Catalog("")
+
+
+def test_a_usage_error_respells_its_parameters_but_never_the_value_quoted_in_it():
+    refused = UsageError("unknown column 'where' in where 'where > 1'", "where")
+    assert refused.worded({"where": "--where"}) == "unknown column 'where' in --where 'where > 1'"
+    assert str(refused) == "unknown column 'where' in where 'where > 1'"  # the library's words
+
+
+def test_a_usage_error_crosses_a_process_boundary_as_its_own_class():
+    """A Dask worker's error reaches the coordinator pickled: still usage, still which one."""
+    again = pickle.loads(pickle.dumps(SearchError("filter 'x' takes numbers", "filters")))
+    assert type(again) is SearchError and again.parameters == ("filters",)

@@ -119,23 +119,24 @@ class UsageError(CatalogLakeError):
     def worded(self, spelling: dict[str, str]) -> str:
         """The message with each named parameter spelled as ``spelling`` has it.
 
-        Only the first mention of each is respelled: the same word may come again
-        inside the value the caller gave, which is quoted as given.
+        Only the first unquoted mention of each is respelled: the same word may
+        come again inside the value the caller gave, which is quoted as given.
         """
         text = str(self)
         for name in self.parameters:
             if name in spelling:
                 text = re.sub(
-                    rf"(?<![\w-]){re.escape(name)}(?![\w-])", spelling[name], text, count=1
+                    rf"(?<![\w'\"-]){re.escape(name)}(?![\w'\"-])", spelling[name], text, count=1
                 )
         return text
 
     def __reduce__(self):
-        return (_usage_error, (str(self), self.parameters))
+        # Crosses process boundaries (a Dask worker) as its own class, with its parameters.
+        return (_usage_error, (type(self), str(self), self.parameters))
 
 
-def _usage_error(message: str, parameters: tuple[str, ...]) -> UsageError:
-    return UsageError(message, *parameters)
+def _usage_error(kind: type[UsageError], message: str, parameters: tuple[str, ...]) -> UsageError:
+    return kind(message, *parameters)
 
 
 class SearchError(UsageError):
