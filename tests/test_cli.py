@@ -391,6 +391,19 @@ def test_the_flow_refuses_refresh_options_without_a_full_refresh(tmp_path):
     assert not (tmp_path / "lake").exists()
 
 
+def test_the_flow_names_its_own_parameters_in_a_refused_refresh(tmp_path):
+    from flows.catalog_flows import ingest
+
+    from catalog_lake import UsageError
+
+    with pytest.raises(UsageError) as refused:
+        ingest.fn(source=str(FEEDS), lake=str(tmp_path / "lake"), full_refresh=True,
+                  max_delete_share=1.5)  # fmt: skip
+    assert str(refused.value) == "max_delete_share is a share from 0 to 1; got 1.5"
+    assert refused.value.parameter == "max_delete_share"
+    assert not (tmp_path / "lake").exists()
+
+
 @pytest.mark.parametrize("engine", ["jsonl", "algolia", "elasticsearch", "opensearch"])
 def test_deletes_output_is_refused_where_deletes_go_inline(run, tmp_path, engine):
     run("push", str(FEEDS / "grocery.json"))
