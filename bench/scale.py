@@ -1,7 +1,17 @@
-"""``python -m bench.scale``: the object-store and many-writer figures of docs/scaling.md.
+"""``python -m bench.scale``: the figures of docs/scaling.md (scale-out, object store, writers).
 
-Starts a SeaweedFS S3 server on 127.0.0.1 (the tests' own, ``tests/servers.py``;
-dev extras), then measures in one run, each figure beside its baseline:
+First, in local folders (issue 45), each setting a whole process with a fresh lake:
+
+- an ingest with 0, 2, 4 and 8 Dask workers (``--worker-counts``): its wall time,
+  the coordinating process's own CPU (``utime + stime``, apart from its
+  children) as a share of the no-worker ingest's CPU, the workers' CPU, and the
+  data the workers hand back to it (each group's result, pickled; the bench's own
+  pickling is not counted in the coordinator's CPU);
+- 1, 2, 4 and 8 concurrent ingests into one lake, splitting the same files
+  (``--ingest-counts``): wall time, speed-up, records stored and ids unique.
+
+Then it starts a SeaweedFS S3 server on 127.0.0.1 (the tests' own, ``tests/servers.py``;
+dev extras), and measures in one run, each figure beside its baseline:
 
 - an ingest into an S3 lake against the same ingest into a local folder;
 - 10-item pushes into the S3 lake that ingest made: p50 and p95;
@@ -17,7 +27,9 @@ import argparse
 import logging
 import multiprocessing
 import os
+import pickle
 import random
+import resource
 import shutil
 import statistics
 import tempfile
@@ -39,6 +51,111 @@ def _ingest(feed: str, lake: str, env: dict[str, str]) -> float:
     started = time.perf_counter()
     ingest(Catalog(lake), feed)
     return time.perf_counter() - started
+
+
+def _cpu(who: int) -> float:
+    used = resource.getrusage(who)
+    return used.ru_utime + used.ru_stime
+
+
+def _coordinated(feed: str, lake: str, workers: int, group_items: int) -> dict[str, float]:
+    """One whole ingest in this process with ``workers`` Dask workers: what it cost whom.
+
+    The workers are this process's children (a ``LocalCluster``'s nannies, and theirs),
+    reaped when the cluster closes, so their CPU is ``RUSAGE_CHILDREN``'s.
+    """
+    from catalog_lake import feeds
+    from catalog_lake.catalog import Catalog
+
+    shipped, measuring = [0], [0.0]
+    handed = feeds.checked_in_order
+
+    def counted(*args: Any) -> Any:
+        for chunk, outcome in handed(*args):
+            began = time.thread_time()  # what Dask moved: the result as it pickles
+            shipped[0] += len(pickle.dumps(outcome, protocol=5)) if outcome is not None else 0
+            measuring[0] += time.thread_time() - began
+            yield chunk, outcome
+
+    feeds.checked_in_order = counted
+    own, children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    feeds.ingest(Catalog(lake), feed, workers=workers, group_items=group_items)
+    cost = {
+        "wall": time.perf_counter() - started,
+        "own_cpu": _cpu(resource.RUSAGE_SELF) - own - measuring[0],  # not the bench's own
+        "workers_cpu": _cpu(resource.RUSAGE_CHILDREN) - children,
+        "shipped": shipped[0],
+    }
+    return cost | {"stored": len(Catalog(lake).items())}
+
+
+def _part(feed: str, lake: str, start: float) -> float:
+    from catalog_lake.catalog import Catalog
+    from catalog_lake.feeds import ingest
+
+    time.sleep(max(0.0, start - time.time()))
+    ingest(Catalog(lake), feed)
+    return time.time()
+
+
+def _concurrent_ingests(files: list[Path], root: Path, lake: str, count: int) -> dict[str, Any]:
+    """``count`` processes each ingesting its share of ``files`` into one lake, at once."""
+    from catalog_lake.catalog import Catalog
+
+    parts = []
+    for number in range(count):
+        part = root / f"part-{count}-{number}"
+        part.mkdir()
+        for path in files[number::count]:
+            os.link(path, part / path.name)
+        parts.append(str(part))
+    context = multiprocessing.get_context("spawn")
+    start = time.time() + 8.0  # after every process imported the stack
+    with ProcessPoolExecutor(count, mp_context=context) as pool:
+        ends = list(pool.map(_part, parts, [lake] * count, [start] * count))
+    items = Catalog(lake).items()
+    return {
+        "wall": max(ends) - start,
+        "stored": len(items),
+        "ids_unique": bool(items["object_id"].is_unique and items["client_item_id"].is_unique),
+    }
+
+
+def scale_out(
+    root: Path,
+    items: int,
+    worker_counts: list[int],
+    ingest_counts: list[int],
+    group_items: int = 20_000,
+) -> None:
+    """Print the figures of issue 45: the coordinator's share, data shipped, wall times."""
+    feed = root / "scale-feed"
+    files = sorted(synth.write_feed(feed, items))
+    baseline: dict[str, float] = {}
+    for workers in [0, *(n for n in worker_counts if n != 0)]:  # the baseline first
+        load = os.getloadavg()[0]
+        lake = str(root / f"lake-w{workers}")
+        got = _child(_coordinated, str(feed), lake, workers, group_items)
+        baseline = baseline or got
+        print(
+            f"load {load:.2f}: {items:,} items, {workers} workers: {got['wall']:.2f} s wall "
+            f"({baseline['wall'] / got['wall']:.2f}x no workers); coordinator CPU "
+            f"{got['own_cpu']:.1f} s = {got['own_cpu'] / baseline['own_cpu']:.2f} of a no-worker "
+            f"ingest's {baseline['own_cpu']:.1f} s; workers CPU {got['workers_cpu']:.1f} s; "
+            f"handed back {got['shipped'] / items * 100_000 / 1e6:,.1f} MB per 100,000 items; "
+            f"{got['stored']:,} stored"
+        )
+    one = None
+    for count in ingest_counts:
+        load = os.getloadavg()[0]
+        got = _concurrent_ingests(files, root, str(root / f"lake-i{count}"), count)
+        one = one or got["wall"]
+        print(
+            f"load {load:.2f}: {count} concurrent ingest(s) into one lake: {got['wall']:.2f} s "
+            f"wall ({one / got['wall']:.2f}x one), {got['stored']:,} items stored, "
+            f"ids unique: {got['ids_unique']}"
+        )
 
 
 def _pushes(lake: str, env: dict[str, str], lake_items: int, pushes: int) -> dict[str, float]:
@@ -126,10 +243,20 @@ def main() -> None:  # noqa: D103 - see the module
     parser.add_argument("--small-pushes", type=int, default=20)
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--writer-pushes", type=int, default=25)
+    parser.add_argument("--worker-counts", default="0,2,4,8", help="Dask workers per ingest.")
+    parser.add_argument("--ingest-counts", default="1,2,4,8", help="Ingests into one lake.")
+    parser.add_argument(
+        "--scale-out-only", action="store_true", help="Skip the object-store and writer figures."
+    )
     options = parser.parse_args()
     apply_safe_env()
     root = Path(tempfile.mkdtemp(prefix="catalog-lake-scale-"))
     try:
+        counts = [int(n) for n in options.worker_counts.split(",") if n.strip()]
+        ingests = [int(n) for n in options.ingest_counts.split(",") if n.strip()]
+        scale_out(root, options.items, counts, ingests)
+        if options.scale_out_only:
+            return
         feed = root / "feed"
         synth.write_feed(feed, options.items)
         with seaweed(root / "seaweed") as endpoint:

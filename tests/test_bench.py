@@ -150,3 +150,21 @@ def test_the_peers_bench_loads_one_feed_with_each_system(tmp_path):
     assert before[0]["wall"] > 0
     assert ("dlt first load, merge (no checks, a table per list)" in found) == peers.has_dlt()
     assert "before" in load and "after" in load
+
+
+def test_the_scale_out_bench_measures_the_coordinators_share_and_concurrent_ingests(
+    tmp_path, capsys
+):
+    """Issue 45's figures, at a small scale: a real ``LocalCluster``, real processes."""
+    from bench.scale import scale_out
+
+    scale_out(tmp_path, 2_000, worker_counts=[2], ingest_counts=[1, 2], group_items=500)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    assert ", 0 workers: " in lines[0] and "= 1.00 of a no-worker ingest's" in lines[0]
+    assert "workers CPU 0.0 s; handed back 0.0 MB" in lines[0]
+    assert ", 2 workers: " in lines[1] and "workers CPU 0.0 s" not in lines[1]
+    assert "handed back 0.0 MB" not in lines[1]  # the checked groups came back
+    stored = {line.split("; ")[-1] for line in lines[:2]}
+    assert len(stored) == 1  # the same records with workers as without
+    assert "1 concurrent ingest(s)" in lines[2] and "ids unique: True" in lines[3]
