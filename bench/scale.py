@@ -68,16 +68,19 @@ def _coordinated(feed: str, lake: str, workers: int, group_items: int) -> dict[s
     from catalog_lake.catalog import Catalog
 
     shipped, measuring = [0], [0.0]
-    handed = feeds.checked_in_order
+    settle = feeds._settle
 
-    def counted(*args: Any) -> Any:
-        for chunk, outcome in handed(*args):
-            began = time.thread_time()  # what Dask moved: the result as it pickles
-            shipped[0] += len(pickle.dumps(outcome, protocol=5)) if outcome is not None else 0
-            measuring[0] += time.thread_time() - began
-            yield chunk, outcome
+    def counted(writer: Any, done: Any, batch_size: int) -> None:
+        began = time.thread_time()  # what Dask moved back: the outline and the written files
+        shipped[0] += sum(
+            len(pickle.dumps(part, protocol=5))
+            for part in (done.outline, done.written, done.fallback)
+            if part is not None
+        )
+        measuring[0] += time.thread_time() - began
+        settle(writer, done, batch_size)
 
-    feeds.checked_in_order = counted
+    feeds._settle = counted
     own, children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     feeds.ingest(Catalog(lake), feed, workers=workers, group_items=group_items)

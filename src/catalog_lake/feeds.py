@@ -37,6 +37,7 @@ from .sources import (
     parse_together,
     read_deletions,
 )
+from .staged import Chain, Done
 from .summary import (
     DRY_RUN_KEY,
     FAILED_ITEMS_KEY,
@@ -157,15 +158,48 @@ def _push_files(
         chunks = file_groups(files, max_bytes=max(1, group_items) * ITEM_BYTES)
     if len(chunks) > 1:
         with dask_client(workers, dask_address, client) as dask:
-            for chunk, outcome in checked_in_order(chunks, batch_size, writer.strict, dask):
-                with collector_paused(collect=True):
-                    if outcome is None:  # the worker failed: this process does its work
-                        _write_in_process(writer, chunk, batch_size)
-                    else:
-                        _write_checked(writer, chunk, outcome)
+            if writer.dry_run:  # nothing is written: workers check, this process answers
+                for chunk, outcome in checked_in_order(chunks, batch_size, writer.strict, dask):
+                    with collector_paused(collect=True):
+                        if outcome is None:  # the worker failed: this process does its work
+                            _write_in_process(writer, chunk, batch_size)
+                        else:
+                            _write_checked(writer, chunk, outcome)
+                return
+            chain = Chain(writer.catalog, dask, writer.strict, writer.flow_run_id)
+            for done in chain.run(chunks, batch_size):
+                _settle(writer, done, batch_size)
     else:
         pushes = writer.pushes(deque(files), batch_size, min(group_items, PARSE_ITEMS))
         _pipeline(writer, pushes, group_items)
+
+
+def _settle(writer: _GroupWriter, done: Done, batch_size: int) -> None:
+    """Take a group the workers wrote (``staged.Chain``), or write it here when they could not."""
+    if done.again or done.fallback is not None:
+        with collector_paused(collect=True):
+            if done.fallback is not None:
+                _write_checked(writer, done.chunk, done.fallback)
+            else:
+                _write_in_process(writer, done.chunk, batch_size)
+        return
+    group, position = [], 0
+    for feed, pushes in zip(done.chunk, done.outline.pushes, strict=True):
+        if isinstance(pushes, str):
+            writer.invalid(feed, pushes)
+            continue
+        requests = done.outline.requests[position : position + pushes]
+        group.append(Entry(writer.ingested(feed), requests, True, len(requests)))
+        position += pushes
+    if not group:
+        return
+    sizes = [request.size for request in done.outline.requests]
+    if done.error is not None:
+        writer.failed(group, done.error)
+        writer.report(group, sizes, [])
+        return
+    writer.took(group, done.responses, [False] * len(done.responses))
+    writer.report(group, sizes, [False] * len(done.responses))
 
 
 def _pipeline(writer: _GroupWriter, pushes: Iterator[Entry], group_items: int) -> None:
@@ -376,44 +410,57 @@ class _GroupWriter:
                 dry_run=self.dry_run,
             )
         except PushError as exc:
-            if _disk_full(exc):
-                # A full disk does not clear up mid-run: stop at once, in one line, rather
-                # than fail every remaining group. Interrupted pushes are repaired and the
-                # files not recorded are read again by the next run.
-                raise LakeError(
-                    f"the lake's disk is full ({self.catalog.lake.uri}): the pushes that "
-                    "landed are kept; free some space and run the same command again"
-                ) from None
-            for entry in group:
-                entry.result.status, entry.result.error = "error", str(exc)
+            self.failed(group, exc)
         else:
-            self.wrote = not self.dry_run
-            position = 0
-            for entry in group:
-                result = entry.result
-                end = position + len(entry.requests)
-                for response, again in zip(
-                    responses[position:end], replayed[position:end], strict=True
-                ):
-                    received = int(response["catalog_push_received_product_count"])
-                    if self.seen is not None:
-                        self.seen.update(_carried(response))
-                    if again:
-                        result.already_stored += received
-                    if received <= self.detail_left:
-                        self.detail_left -= received
-                    else:
-                        self.detail_left, response = 0, brief(response)
-                    result.responses.append(response)
-                position = end
-        flags = iter(replayed if len(replayed) == len(requests) else [False] * len(requests))
+            self.took(group, responses, replayed)
+        self.report(group, [len(r.payload.item_json) for r in requests], replayed)
+
+    def failed(self, group: list[Entry], error: Exception | str) -> None:
+        """The lake refused a group: every file of it failed, and says why."""
+        if _disk_full(error):
+            # A full disk does not clear up mid-run: stop at once, in one line, rather
+            # than fail every remaining group. Interrupted pushes are repaired and the
+            # files not recorded are read again by the next run.
+            raise LakeError(
+                f"the lake's disk is full ({self.catalog.lake.uri}): the pushes that "
+                "landed are kept; free some space and run the same command again"
+            ) from None
+        for entry in group:
+            entry.result.status, entry.result.error = "error", str(error)
+
+    def took(self, group: list[Entry], responses: list[dict], replayed: list[bool]) -> None:
+        """A group's responses, kept in its files' results (in full for the first items)."""
+        self.wrote = not self.dry_run
+        position = 0
         for entry in group:
             result = entry.result
-            for request, again in zip(entry.requests, flags, strict=False):
+            end = position + len(entry.requests)
+            for response, again in zip(
+                responses[position:end], replayed[position:end], strict=True
+            ):
+                received = int(response["catalog_push_received_product_count"])
+                if self.seen is not None:
+                    self.seen.update(_carried(response))
+                if again:
+                    result.already_stored += received
+                if received <= self.detail_left:
+                    self.detail_left -= received
+                else:
+                    self.detail_left, response = 0, brief(response)
+                result.responses.append(response)
+            position = end
+
+    def report(self, group: list[Entry], sizes: list[int], replayed: list[bool]) -> None:
+        """Progress of a group written: a ``batch`` event per push, a ``file`` event per file."""
+        flags = iter(replayed if len(replayed) == len(sizes) else [False] * len(sizes))
+        items = iter(sizes)
+        for entry in group:
+            result = entry.result
+            for _, again, size in zip(entry.requests, flags, items, strict=False):
                 self.progress(
                     "batch",
                     file=result.feed.path,
-                    items=len(request.payload.item_json),
+                    items=size,
                     already_stored=again,
                     bytes=result.feed.size,
                     batches=entry.batches,

@@ -20,6 +20,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from . import reads, settings
+from .errors import FenceMoved
 from .lake import Lake, is_local
 from .reads import BlocksScan
 from .records import Batch
@@ -57,6 +59,8 @@ class Keys:
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
         self._index: KeyIndex | None = None
+        #: Groups given ids by ``reserve`` whose items commit has not landed yet.
+        self._held = 0
 
     @property
     def fence(self) -> int:
@@ -64,8 +68,12 @@ class Keys:
         return self._index.fence if self._index is not None else 0
 
     def forget(self) -> None:
-        """Drop the index: the next lookup reads it again (after a write that failed midway)."""
+        """Drop the index: the next lookup reads it again (after a write that failed midway).
+
+        Ids ``reserve`` held for groups that did not land are dropped with it.
+        """
         self._index = None
+        self._held = 0
 
     def snapshot(self) -> pa.Table | None:
         """The keys a new process would load (snapshot plus changed blocks); None without one."""
@@ -87,32 +95,45 @@ class Keys:
         (``blocks.KEPT_ON_UPDATE``), so they need not be read back.
         """
         index = self.index()
-        n = len(items)
-        probe = pa.table(
-            {
-                "client_item_id": items["client_item_id"].cast(pa.string()),
-                "_row": pa.array(np.arange(n), pa.int64()),
-            }
-        )
-        # Arrow builds its hash table on the right side: the push's keys, not the lake's.
-        found = index.table.join(probe, "client_item_id", join_type="inner")
-        object_id = np.zeros(n, dtype="int64")
-        object_id[found["_row"].to_numpy()] = found["object_id"].to_numpy()
-        new = object_id == 0  # service ids start at 1
-        order = np.argsort(first["position"].to_numpy()[new], kind="stable")
-        fresh = np.empty(int(new.sum()), dtype="int64")
-        fresh[order] = np.arange(index.max_id + 1, index.max_id + 1 + len(fresh), dtype="int64")
-        object_id[new] = fresh
-        return items.with_columns(
-            object_id=pa.array(object_id),
-            id_block=pa.array(object_id // settings.ID_BLOCK_SIZE),
-            known=pa.array(~new),
-            first_seen_at=_instants(first["at"]),
-            likes=pa.array(np.zeros(n, dtype="int64")),
-            sales=pa.array(np.zeros(n, dtype="int64")),
-            updated_at=_instants(received_at),
-            request_id=pa.array(request_ids.to_numpy(dtype=object), pa.string()),
-        )
+        object_id, new = _ids(index, items["client_item_id"], first["position"].to_numpy())
+        return with_ids(items, object_id, new, first["at"], received_at, request_ids)
+
+    def reserve(self, client_ids: pa.Array, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ids for a group whose rows are written elsewhere (a Dask worker), held at once.
+
+        Like ``assign``, but the new keys join the index now, before their
+        items commit, so the next group of the same ingest finds them and
+        its ids follow on. The index keeps its fence: the group's items
+        commit is fenced at it plus the commits of this chain before it
+        (``staged``), and ``landed`` counts each. Any failure must
+        ``forget`` the index, which drops every id held and not landed.
+        Returns each row's id and whether it is new.
+        """
+        index = self.index()
+        object_id, new = _ids(index, client_ids, positions)
+        self._held += 1 if len(object_id) else 0
+        if new.any():
+            added = pa.table(
+                {
+                    "client_item_id": pa.array(client_ids).filter(pa.array(new)),
+                    "object_id": pa.array(object_id[new]),
+                    "id_block": pa.array(object_id[new] // settings.ID_BLOCK_SIZE),
+                }
+            ).cast(index.table.schema)
+            table = pa.concat_tables([index.table, added])
+            if table["client_item_id"].num_chunks > 64:
+                table = table.combine_chunks()
+            max_id = max(index.max_id, int(object_id[new].max()))
+            self._index = KeyIndex(index.version, table, max_id, index.fence)
+        return object_id, ~new
+
+    def landed(self) -> None:
+        """A fenced items commit of a ``reserve``d group landed: the index is at its version."""
+        cached = self._index
+        self._held = max(0, self._held - 1)
+        if cached is not None:
+            version = self.lake.version("items", refresh=False)
+            self._index = KeyIndex(version, cached.table, cached.max_id, cached.fence + 1)
 
     def index(self) -> KeyIndex:
         """Every stored client_item_id with its id, read once and then kept current.
@@ -132,6 +153,8 @@ class Keys:
         if cached is not None and (cached.version, cached.fence) == (version, fence):
             if version is not None:
                 return cached
+        if self._held:  # ids are held for groups not landed: they were allocated from it
+            raise FenceMoved(f"another writer committed to 'items' (fence {fence})")
         if is_local(self.lake.uri):
             table, scan = self.from_files(load_snapshot(self.lake))
             if scan.files_read > KEYS_RESAVE_FILES:
@@ -198,6 +221,53 @@ class Keys:
             table = table.combine_chunks()
         max_id = max(cached.max_id, pc.max(new["object_id"]).as_py())
         self._index = KeyIndex(version, table, max_id, cached.fence + 1)
+
+
+def _ids(index: KeyIndex, client_ids: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each key's stored id, or the next free one in order of ``positions``; and which are new."""
+    n = len(client_ids)
+    probe = pa.table(
+        {
+            "client_item_id": pa.array(client_ids).cast(pa.string()),
+            "_row": pa.array(np.arange(n), pa.int64()),
+        }
+    )
+    # Arrow builds its hash table on the right side: the push's keys, not the lake's.
+    found = index.table.join(probe, "client_item_id", join_type="inner")
+    object_id = np.zeros(n, dtype="int64")
+    object_id[found["_row"].to_numpy()] = found["object_id"].to_numpy()
+    new = object_id == 0  # service ids start at 1
+    order = np.argsort(positions[new], kind="stable")
+    fresh = np.empty(int(new.sum()), dtype="int64")
+    fresh[order] = np.arange(index.max_id + 1, index.max_id + 1 + len(fresh), dtype="int64")
+    object_id[new] = fresh
+    return object_id, new
+
+
+def with_ids(
+    items: Batch,
+    object_id: np.ndarray,
+    new: np.ndarray,
+    first_at: pd.Series,
+    received_at: pd.Series,
+    request_ids: pd.Series,
+) -> Batch:
+    """Typed item rows with their service ids and the columns a push sets (pure).
+
+    Only ids are looked up: an update leaves ``first_seen_at``, ``likes``
+    and ``sales`` as stored (``blocks.KEPT_ON_UPDATE``).
+    """
+    n = len(items)
+    return items.with_columns(
+        object_id=pa.array(object_id),
+        id_block=pa.array(object_id // settings.ID_BLOCK_SIZE),
+        known=pa.array(~new),
+        first_seen_at=_instants(first_at),
+        likes=pa.array(np.zeros(n, dtype="int64")),
+        sales=pa.array(np.zeros(n, dtype="int64")),
+        updated_at=_instants(received_at),
+        request_id=pa.array(request_ids.to_numpy(dtype=object), pa.string()),
+    )
 
 
 def _instants(values: pd.Series) -> pa.Array:

@@ -35,6 +35,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from . import layout
 from .blocks import blocks_dataset, blocks_predicate, upserted, with_columns
+from .datafiles import DataFile, Staged, now_ms
 from .errors import FenceMoved, LakeError, NoLakeError, first_line
 from .schemas import (
     ADDED_COLUMNS,
@@ -443,6 +444,88 @@ class Lake(Upserts):
             return result
 
         return self._committed(name, write, fence)
+
+    def filesystem(self, name: str) -> tuple[Any, str]:
+        """A pyarrow filesystem holding table ``name``, and the table's folder in it.
+
+        Data files written there (``datafiles.write_files``, on a Dask worker)
+        are committed by ``commit_files``; the object store is reached with the
+        lake's own storage options, through deltalake's store.
+        """
+        if is_local(self.uri):
+            from pyarrow.fs import LocalFileSystem
+
+            return LocalFileSystem(), self.path(name).removeprefix("file://")
+        from deltalake.fs import DeltaStorageHandler
+        from pyarrow.fs import PyFileSystem
+
+        return PyFileSystem(DeltaStorageHandler(self.path(name), self.storage_options)), ""
+
+    def commit_files(self, name: str, staged: Staged, metadata, fence: int | None = None) -> bool:
+        """Commit data files written elsewhere (``datafiles``): one commit, fenced as any.
+
+        A rewrite (files to remove) must commit on the very version its
+        files were read at: any commit since, a compaction included, fails
+        it with ``FenceMoved`` rather than keep the rows twice.
+        """
+        from deltalake.transaction import AddAction, RemoveAction
+
+        if not staged.adds and not staged.removes:
+            return False
+
+        def write() -> None:
+            table = self.table(name)
+            if table is None:
+                raise LakeError(f"table {name!r} does not exist in {self.uri}; push creates it")
+            self._check_fence(name, table, fence)
+            if staged.removes and table.version() != staged.read_version:
+                raise FenceMoved(f"{name!r} changed since its blocks were read")
+            now = now_ms()
+            actions: list[Any] = [
+                AddAction(f.path, f.size, f.partition_values, now, True, f.stats)
+                for f in staged.adds
+            ]
+            actions += [
+                RemoveAction(f.path, True, now, f.size, f.partition_values) for f in staged.removes
+            ]
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=table.schema(),
+                partition_by=PARTITIONS.get(name),
+                commit_properties=_commit_properties(name, metadata, fence),
+            )
+            table.update_incremental()  # the object stays at its version otherwise
+
+        self._committed(name, write, fence)
+        return True
+
+    def blocks_at(self, name: str, blocks: Any, version: int) -> tuple[pa.Table, list[DataFile]]:
+        """The rows of some id blocks at ``version``, with the files that hold them."""
+        try:
+            table = DeltaTable(
+                self.path(name), version=version, storage_options=self.storage_options
+            )
+        except (DeltaError, OSError) as exc:
+            raise LakeError(f"cannot open {name!r} in {self.uri} at {version}: {exc}") from exc
+        rows = self._read_blocks(name, table, blocks_predicate(blocks))
+        actions = pa.table(table.get_add_actions(flatten=True))
+        wanted = {int(b) for b in pa.array(blocks).to_pylist()}
+        files = (
+            [
+                DataFile(path, size, {"id_block": str(block)}, "", 0)
+                for path, size, block in zip(
+                    actions["path"].to_pylist(),
+                    actions["size_bytes"].to_pylist(),
+                    actions["partition.id_block"].cast(pa.int64()).to_pylist(),
+                    strict=True,
+                )
+                if block in wanted
+            ]
+            if actions.num_rows
+            else []
+        )
+        return rows, files
 
     def read_blocks(self, name: str, blocks: Any, columns: list[str] | None = None) -> pa.Table:
         """The rows of some id blocks (or their ``columns``), as the table holds them now."""

@@ -45,6 +45,8 @@ class Push:
     replay: bool = False
     #: Refuse items for warnings too (``Catalog.push(strict=True)``).
     strict: bool = False
+    #: The payload's content digest, when the payload is on a Dask worker (``staged``).
+    content: str | None = None
 
     @cached_property
     def digest(self) -> str:
@@ -53,7 +55,7 @@ class Push:
         An idempotency key is bound to both: a strict retry under a key a lenient
         push used must not return the lenient answer (issue 26).
         """
-        content = self.parsed.digest()
+        content = self.content or self.parsed.digest()
         if not self.strict:
             return content
         return hashlib.sha256(f"strict:{content}".encode()).hexdigest()

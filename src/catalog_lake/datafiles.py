@@ -1,0 +1,148 @@
+"""A table's Parquet data files, written where the table lives and not yet committed.
+
+A Dask worker writes its part of each table here (issue 45), and the one
+committer adds the files to the Delta log with a fenced commit
+(``Lake.commit_files``): only these small descriptions travel back to it,
+never the rows. The files are written as ``Lake`` writes them through
+deltalake: the declared Arrow schema with plain strings, the partition
+columns in the folder names and not in the files, the table's codec, the
+same columns plain or without statistics. A file that is never committed
+(a worker's group redone, a killed coordinator) belongs to no version of
+the table; readers never see it, and ``maintain``'s vacuum deletes it
+once it is older than the retention.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .schemas import COMPRESSION, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One written data file as its Delta add action needs it: a few hundred bytes."""
+
+    path: str  # relative to the table's folder, partition folders included
+    size: int
+    partition_values: dict[str, str | None]
+    stats: str  # Delta's statistics JSON: numRecords, and min/max/nullCount where exact
+    rows: int
+
+
+@dataclass
+class Staged:
+    """A table's part of a group: files to add and, for a block rewrite, files to remove."""
+
+    adds: list[DataFile] = field(default_factory=list)
+    removes: list[DataFile] = field(default_factory=list)
+    #: The table version the removed files were read at (a rewrite is fenced at it).
+    read_version: int | None = None
+
+
+def write_files(filesystem, root: str, name: str, rows: pa.Table) -> list[DataFile]:
+    """Write ``rows`` of table ``name`` as data files under ``root``: one per partition.
+
+    ``filesystem`` is a pyarrow filesystem in which ``root`` is the table's
+    folder (``Lake.filesystem``). Rows are cast to the declared schema first,
+    as every ``Lake`` write does.
+    """
+    if rows.num_rows == 0:
+        return []
+    rows = rows.cast(TABLES[name])
+    partition = PARTITIONS.get(name, [])
+    if not partition:
+        return [_write_one(filesystem, root, name, rows, {})]
+    (column,) = partition
+    values = rows[column].combine_chunks()
+    order = pc.sort_indices(values)
+    rows, values = rows.take(order), values.take(order)
+    distinct = pc.unique(values)
+    files = []
+    body = rows.drop_columns([column])
+    ends = np.searchsorted(
+        values.to_numpy(zero_copy_only=False), distinct.to_numpy(zero_copy_only=False), side="right"
+    )
+    start = 0
+    for value, end in zip(distinct.to_pylist(), ends.tolist(), strict=True):
+        text = _partition_text(value)
+        files.append(
+            _write_one(filesystem, root, name, body.slice(start, end - start), {column: text})
+        )
+        start = end
+    return files
+
+
+def _partition_text(value) -> str:
+    """A partition value as Delta spells it in the log and the folder name."""
+    if isinstance(value, date | datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _write_one(
+    filesystem, root: str, name: str, rows: pa.Table, partition: dict[str, str]
+) -> DataFile:
+    codec, level = COMPRESSION.get(name, ("SNAPPY", None))
+    folder = "/".join(f"{k}={v}" for k, v in partition.items())
+    relative = f"{folder}/" if folder else ""
+    relative += f"part-00000-{uuid.uuid4()}-c000.{codec.lower()}.parquet"
+    if folder:
+        filesystem.create_dir(f"{root}/{folder}", recursive=True)
+    plain = set(PLAIN_COLUMNS.get(name, ()))
+    stats = STATS_COLUMNS.get(name)
+    with filesystem.open_output_stream(f"{root}/{relative}") as sink:
+        pq.write_table(
+            rows,
+            sink,
+            compression=codec.lower(),
+            compression_level=level,
+            use_dictionary=[c for c in rows.column_names if c not in plain],
+            write_statistics=list(stats) if stats is not None else True,
+            store_schema=False,
+        )
+        size = sink.tell()
+    return DataFile(relative, size, dict(partition), _stats(rows, stats), rows.num_rows)
+
+
+def _stats(rows: pa.Table, columns: list[str] | None) -> str:
+    """Delta statistics of a file: its row count, and the exact bounds of its key columns.
+
+    Bounds are given only for integer and text columns, whose values Delta's
+    statistics hold exactly; a reader skips a file only on bounds it has, so
+    a column without them is read rather than wrongly skipped.
+    """
+    low: dict[str, object] = {}
+    high: dict[str, object] = {}
+    nulls: dict[str, int] = {}
+    for name in columns if columns is not None else rows.column_names:
+        if name not in rows.column_names:
+            continue
+        column = rows[name]
+        kind = column.type
+        if not (
+            pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        ):
+            continue
+        nulls[name] = column.null_count
+        if column.null_count < len(column):
+            bounds = pc.min_max(column)
+            low[name], high[name] = bounds["min"].as_py(), bounds["max"].as_py()
+    return json.dumps(
+        {"numRecords": rows.num_rows, "minValues": low, "maxValues": high, "nullCount": nulls},
+        ensure_ascii=False,
+    )
+
+
+def now_ms() -> int:
+    """A file action's time stamp: milliseconds since the epoch."""
+    return int(time.time() * 1000)
