@@ -28,6 +28,10 @@ import pyarrow.parquet as pq
 from .schemas import COMPRESSION, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
 
+#: Characters of a text column's bound kept in a file's statistics (delta-rs keeps 32).
+TEXT_BOUND = 32
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One written data file as its Delta add action needs it: a few hundred bytes."""
@@ -115,11 +119,14 @@ def _write_one(
 
 
 def _stats(rows: pa.Table, columns: list[str] | None) -> str:
-    """Delta statistics of a file: its row count, and the exact bounds of its key columns.
+    """Delta statistics of a file: its row count, and bounds of its key columns.
 
     Bounds are given only for integer and text columns, whose values Delta's
     statistics hold exactly; a reader skips a file only on bounds it has, so
-    a column without them is read rather than wrongly skipped.
+    a column without them is read rather than wrongly skipped. A text bound
+    is kept to ``TEXT_BOUND`` characters, as delta-rs keeps it: a prefix is
+    still a lower bound, and an upper bound that would need cutting is left
+    out, so a long text is never copied into the log.
     """
     low: dict[str, object] = {}
     high: dict[str, object] = {}
@@ -128,15 +135,17 @@ def _stats(rows: pa.Table, columns: list[str] | None) -> str:
         if name not in rows.column_names:
             continue
         column = rows[name]
-        kind = column.type
-        if not (
-            pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
-        ):
+        text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+        if not (text or pa.types.is_integer(column.type)):
             continue
         nulls[name] = column.null_count
-        if column.null_count < len(column):
-            bounds = pc.min_max(column)
-            low[name], high[name] = bounds["min"].as_py(), bounds["max"].as_py()
+        if column.null_count == len(column):
+            continue
+        bounds = pc.min_max(column)
+        smallest, largest = bounds["min"].as_py(), bounds["max"].as_py()
+        low[name] = smallest[:TEXT_BOUND] if text else smallest
+        if not text or len(largest) <= TEXT_BOUND:
+            high[name] = largest
     return json.dumps(
         {"numRecords": rows.num_rows, "minValues": low, "maxValues": high, "nullCount": nulls},
         ensure_ascii=False,
