@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import reads
-from .lake import quote, races, sql_timestamp
+from .lake import races
+from .literals import quote, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .push import strict_of
 from .schemas import ITEMS, RECORDS

@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 from . import reads, settings, store
 from .errors import CatalogLakeError, PushError
 from .keys import Keys
-from .lake import Lake, quote
+from .lake import Lake
+from .literals import quote
 from .parse import ParsedPush, parse_push, payload_from_raw
 from .push import (
     Checked,

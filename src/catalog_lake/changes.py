@@ -31,8 +31,9 @@ from . import reads
 from .blocks import changed_rows
 from .errors import CatalogLakeError, LakeError, UsageError, first_line
 from .exports import EXPORTED, Exported, require_format, write_export
-from .lake import STORE_ERRORS, Lake, partition_files, quote
+from .lake import STORE_ERRORS, Lake, partition_files
 from .layout import conform
+from .literals import quote
 from .schemas import CURSORS, RECORDS
 from .settings import resolved_lake_uri
 from .targets import Target

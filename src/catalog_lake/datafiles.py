@@ -14,6 +14,7 @@ once it is older than the retention.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -27,9 +28,26 @@ import pyarrow.parquet as pq
 
 from .schemas import COMPRESSION, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
-
 #: Characters of a text column's bound kept in a file's statistics (delta-rs keeps 32).
 TEXT_BOUND = 32
+
+
+@dataclass(frozen=True)
+class ParquetLayout:
+    """How a table's Parquet files are written, by ``Lake`` and by workers alike."""
+
+    codec: str
+    level: int | None
+    plain: frozenset[str]  # written without a dictionary (``schemas.PLAIN_COLUMNS``)
+    statistics: frozenset[str]  # columns with Parquet statistics (``schemas.STATS_COLUMNS``)
+
+
+@functools.cache
+def parquet_layout(name: str) -> ParquetLayout:
+    """Table ``name``'s codec, plain columns and columns with statistics (all, by default)."""
+    codec, level = COMPRESSION.get(name, ("SNAPPY", None))
+    stats = STATS_COLUMNS.get(name, TABLES[name].names)
+    return ParquetLayout(codec, level, frozenset(PLAIN_COLUMNS.get(name, ())), frozenset(stats))
 
 
 @dataclass(frozen=True)
@@ -96,26 +114,30 @@ def _partition_text(value) -> str:
 def _write_one(
     filesystem, root: str, name: str, rows: pa.Table, partition: dict[str, str]
 ) -> DataFile:
-    codec, level = COMPRESSION.get(name, ("SNAPPY", None))
+    how = parquet_layout(name)
     folder = "/".join(f"{k}={v}" for k, v in partition.items())
     relative = f"{folder}/" if folder else ""
-    relative += f"part-00000-{uuid.uuid4()}-c000.{codec.lower()}.parquet"
+    relative += f"part-00000-{uuid.uuid4()}-c000.{how.codec.lower()}.parquet"
     if folder:
-        filesystem.create_dir(f"{root}/{folder}", recursive=True)
-    plain = set(PLAIN_COLUMNS.get(name, ()))
-    stats = STATS_COLUMNS.get(name)
-    with filesystem.open_output_stream(f"{root}/{relative}") as sink:
+        filesystem.create_dir(_joined(root, folder), recursive=True)
+    with filesystem.open_output_stream(_joined(root, relative)) as sink:
         pq.write_table(
             rows,
             sink,
-            compression=codec.lower(),
-            compression_level=level,
-            use_dictionary=[c for c in rows.column_names if c not in plain],
-            write_statistics=list(stats) if stats is not None else True,
+            compression=how.codec.lower(),
+            compression_level=how.level,
+            use_dictionary=[c for c in rows.column_names if c not in how.plain],
+            write_statistics=[c for c in rows.column_names if c in how.statistics],
             store_schema=False,
         )
         size = sink.tell()
+    stats = STATS_COLUMNS.get(name)
     return DataFile(relative, size, dict(partition), _stats(rows, stats), rows.num_rows)
+
+
+def _joined(root: str, relative: str) -> str:
+    """A path in the table's filesystem: under its folder, or the store's root itself."""
+    return f"{root}/{relative}" if root else relative
 
 
 def _stats(rows: pa.Table, columns: list[str] | None) -> str:

@@ -36,7 +36,8 @@ from . import reads, settings
 from .blocks import removed, tombstoned
 from .clean import identifier_ok
 from .errors import ErrorCode, PushError, UsageError
-from .lake import LAKE_ERRORS, quote, races, sql_timestamp
+from .lake import LAKE_ERRORS, races
+from .literals import quote, sql_timestamp
 from .push import check_key, write_failed
 from .schemas import PUSHES, RAW, REJECTS
 from .sources import place_of

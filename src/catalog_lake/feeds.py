@@ -38,16 +38,7 @@ from .sources import (
     read_deletions,
 )
 from .staged import Chain, Done
-from .summary import (
-    DRY_RUN_KEY,
-    FAILED_ITEMS_KEY,
-    SKIP_UNCHANGED,
-    WARNING_ITEMS_KEY,
-    failure_codes,
-    run_summary,
-    warned_count,
-    warning_codes,
-)
+from .summary import DRY_RUN_KEY, SKIP_UNCHANGED, brief, carried, run_summary
 from .validate import cell_schemas
 from .workers import CheckedFiles, checked_in_order, dask_client
 
@@ -196,10 +187,9 @@ def _settle(writer: _GroupWriter, done: Done, batch_size: int) -> None:
     sizes = [request.size for request in done.outline.requests]
     if done.error is not None:
         writer.failed(group, done.error)
-        writer.report(group, sizes, [])
-        return
-    writer.took(group, done.responses, [False] * len(done.responses))
-    writer.report(group, sizes, [False] * len(done.responses))
+    else:
+        writer.took(group, done.responses, [False] * len(done.responses))
+    writer.report(group, sizes, [])  # nothing replayed: a replay is written in process
 
 
 def _pipeline(writer: _GroupWriter, pushes: Iterator[Entry], group_items: int) -> None:
@@ -440,7 +430,7 @@ class _GroupWriter:
             ):
                 received = int(response["catalog_push_received_product_count"])
                 if self.seen is not None:
-                    self.seen.update(_carried(response))
+                    self.seen.update(carried(response))
                 if again:
                     result.already_stored += received
                 if received <= self.detail_left:
@@ -684,31 +674,6 @@ def _refreshed(
             sum(len(r.responses) for r in results),
         )
     return report
-
-
-def _carried(response: dict[str, Any]) -> list[str]:
-    """The client ids a push response names: those stored, and those refused that had one."""
-    stored = [client_id for entry in response["items"] for client_id in entry]
-    failed = [f["client_item_id"] for f in response[FAILED_ITEMS_KEY] if f.get("client_item_id")]
-    return stored + failed
-
-
-def brief(response: dict[str, Any]) -> dict[str, Any]:
-    """A push response with counts but without its per-item lists.
-
-    ``failure_codes``, ``warning_codes`` and ``warned`` keep what the run
-    summary's totals and top codes need.
-    """
-    return {
-        **response,
-        "items": [],
-        FAILED_ITEMS_KEY: [],
-        WARNING_ITEMS_KEY: [],
-        "failure_codes": dict(failure_codes(response)),
-        "warning_codes": dict(warning_codes(response)),
-        "warned": warned_count(response),
-        "detail": "omitted from the run summary; the pushes table has the full response",
-    }
 
 
 def _recorded(write: Callable[[], None], what: str, pushes: int) -> None:

@@ -5,22 +5,19 @@ are appends, fenced commits (``FENCES``) and rewrites of whole id blocks
 (``blocks`` folds the rows); ``reads`` adds filtered and time-travel reads
 and scans of a local table's files. Reads go through DataFusion's
 ``QueryBuilder`` or pyarrow datasets rather than ``to_pyarrow_table``, which
-can abort the interpreter at exit (delta-rs issue 2184). It stays one class:
-its write paths share one commit protocol (``_committed``, ``_check_fence``,
-``races``), which split across files would be harder to keep right. What is
-not Delta is elsewhere: which stored layouts this version accepts
-(``layout.py``) and what an upsert decides (``upserts.py``, a base of ``Lake``).
+can abort the interpreter at exit (delta-rs issue 2184). One class: its write
+paths share one commit protocol (``_committed``, ``_check_fence``, ``races``),
+files written by workers included (``commit_files``). What is not Delta is
+elsewhere: stored layouts (``layout``), upserts' decisions (``upserts``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 from deltalake import (
     ColumnProperties,
@@ -32,17 +29,18 @@ from deltalake import (
     WriterProperties,
 )
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.fs import DeltaStorageHandler
+from deltalake.transaction import AddAction, RemoveAction
+from pyarrow.fs import LocalFileSystem, PyFileSystem
 
 from . import layout
 from .blocks import blocks_dataset, blocks_predicate, upserted, with_columns
-from .datafiles import DataFile, Staged, now_ms
+from .datafiles import DataFile, Staged, now_ms, parquet_layout
 from .errors import FenceMoved, LakeError, NoLakeError, first_line
+from .literals import quote
 from .schemas import (
     ADDED_COLUMNS,
-    COMPRESSION,
     PARTITIONS,
-    PLAIN_COLUMNS,
-    STATS_COLUMNS,
     TABLES,
 )
 from .upserts import Upserts, races
@@ -446,30 +444,16 @@ class Lake(Upserts):
         return self._committed(name, write, fence)
 
     def filesystem(self, name: str) -> tuple[Any, str]:
-        """A pyarrow filesystem holding table ``name``, and the table's folder in it.
-
-        Data files written there (``datafiles.write_files``, on a Dask worker)
-        are committed by ``commit_files``; the object store is reached with the
-        lake's own storage options, through deltalake's store.
-        """
+        """A pyarrow filesystem holding table ``name`` (the lake's own store), and its folder."""
         if is_local(self.uri):
-            from pyarrow.fs import LocalFileSystem
-
             return LocalFileSystem(), self.path(name).removeprefix("file://")
-        from deltalake.fs import DeltaStorageHandler
-        from pyarrow.fs import PyFileSystem
-
         return PyFileSystem(DeltaStorageHandler(self.path(name), self.storage_options)), ""
 
     def commit_files(self, name: str, staged: Staged, metadata, fence: int | None = None) -> bool:
-        """Commit data files written elsewhere (``datafiles``): one commit, fenced as any.
+        """Commit data files written elsewhere (``datafiles``, on a worker); False if none.
 
-        A rewrite (files to remove) must commit on the very version its
-        files were read at: any commit since, a compaction included, fails
-        it with ``FenceMoved`` rather than keep the rows twice.
+        A rewrite commits only on the version its files were read at (else ``FenceMoved``).
         """
-        from deltalake.transaction import AddAction, RemoveAction
-
         if not staged.adds and not staged.removes:
             return False
 
@@ -484,48 +468,23 @@ class Lake(Upserts):
             actions: list[Any] = [
                 AddAction(f.path, f.size, f.partition_values, now, True, f.stats)
                 for f in staged.adds
-            ]
-            actions += [
-                RemoveAction(f.path, True, now, f.size, f.partition_values) for f in staged.removes
-            ]
+            ] + [RemoveAction(f.path, True, now, None, f.partition_values) for f in staged.removes]
             table.create_write_transaction(
-                actions,
-                mode="append",
-                schema=table.schema(),
-                partition_by=PARTITIONS.get(name),
+                actions, "append", table.schema(), PARTITIONS.get(name),
                 commit_properties=_commit_properties(name, metadata, fence),
-            )
+            )  # fmt: skip
             table.update_incremental()  # the object stays at its version otherwise
 
         self._committed(name, write, fence)
         return True
 
     def blocks_at(self, name: str, blocks: Any, version: int) -> tuple[pa.Table, list[DataFile]]:
-        """The rows of some id blocks at ``version``, with the files that hold them."""
-        try:
-            table = DeltaTable(
-                self.path(name), version=version, storage_options=self.storage_options
-            )
-        except (DeltaError, OSError) as exc:
-            raise LakeError(f"cannot open {name!r} in {self.uri} at {version}: {exc}") from exc
-        rows = self._read_blocks(name, table, blocks_predicate(blocks))
-        actions = pa.table(table.get_add_actions(flatten=True))
-        wanted = {int(b) for b in pa.array(blocks).to_pylist()}
-        files = (
-            [
-                DataFile(path, size, {"id_block": str(block)}, "", 0)
-                for path, size, block in zip(
-                    actions["path"].to_pylist(),
-                    actions["size_bytes"].to_pylist(),
-                    actions["partition.id_block"].cast(pa.int64()).to_pylist(),
-                    strict=True,
-                )
-                if block in wanted
-            ]
-            if actions.num_rows
-            else []
-        )
-        return rows, files
+        """The rows of some id blocks at ``version``, and the files that hold them (a worker's)."""
+        table = DeltaTable(self.path(name), version, storage_options=self.storage_options)
+        wanted = set(pa.array(blocks).to_pylist())
+        files = partition_files(table, "id_block").items()
+        held = [DataFile(p, 0, {"id_block": str(b)}, "", 0) for p, b in files if b in wanted]
+        return self._read_blocks(name, table, blocks_predicate(blocks)), held
 
     def read_blocks(self, name: str, blocks: Any, columns: list[str] | None = None) -> pa.Table:
         """The rows of some id blocks (or their ``columns``), as the table holds them now."""
@@ -703,24 +662,22 @@ def partition_files(table: DeltaTable, column: str) -> dict[str, int]:
 
 @functools.cache
 def _writer_properties(name: str) -> WriterProperties:
-    """How a table's Parquet files are written (``schemas.PLAIN_COLUMNS``, ``COMPRESSION``).
+    """How a table's Parquet files are written (``datafiles.parquet_layout``, a worker's too).
 
     The codec is always named: given properties without one, delta-rs would
     write uncompressed files.
     """
-    columns: dict[str, ColumnProperties] = {}
-    stats = STATS_COLUMNS.get(name)
-    for column in TABLES[name].names:
-        plain = column in PLAIN_COLUMNS.get(name, ())
-        unread = stats is not None and column not in stats
-        if plain or unread:
-            columns[column] = ColumnProperties(
-                dictionary_enabled=False if plain else None,
-                statistics_enabled="NONE" if unread else None,
-            )
-    codec, level = COMPRESSION.get(name, ("SNAPPY", None))
+    how = parquet_layout(name)
+    columns = {
+        column: ColumnProperties(
+            dictionary_enabled=False if column in how.plain else None,
+            statistics_enabled=None if column in how.statistics else "NONE",
+        )
+        for column in TABLES[name].names
+        if column in how.plain or column not in how.statistics
+    }
     return WriterProperties(
-        compression=codec, compression_level=level, column_properties=columns or None
+        compression=how.codec, compression_level=how.level, column_properties=columns or None
     )
 
 
@@ -741,15 +698,3 @@ def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | 
         app_transactions=[Transaction(FENCES[name], fence + 1)],
         max_commit_retries=0,
     )
-
-
-def quote(value: str) -> str:
-    """A SQL string literal; values come from validated items or request ids."""
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def sql_timestamp(value: datetime) -> str:
-    """A SQL timestamp literal in UTC (a naive datetime is taken as UTC)."""
-    stamp = pd.Timestamp(value)
-    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return f"TIMESTAMP '{stamp.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z'"

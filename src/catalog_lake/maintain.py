@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from . import reads
 from .blocks import changed_rows, content_columns
-from .lake import sql_timestamp
+from .literals import sql_timestamp
 from .records import Batch, derive_records, unpack_attributes
 from .schemas import ITEMS, RECORDS, TABLES
 from .store import Catalog, live_records

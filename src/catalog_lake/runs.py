@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from .lake import quote
+from .literals import quote
 from .schemas import FILES, RUNS
 from .sources import DEFAULT_PATTERN, FeedFile, FileResult, discover, is_remote
 from .store import Catalog

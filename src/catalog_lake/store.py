@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 
 from .errors import FenceMoved, PushError
 from .keys import Keys
-from .lake import LAKE_ERRORS, Lake, quote, races
+from .lake import LAKE_ERRORS, Lake, races
+from .literals import quote
 from .parse import ParsedPush, combine
 from .push import (
     Checked,

@@ -57,7 +57,7 @@ def _id(service_id: int | None) -> str | None:
 def failure_codes(response: dict[str, Any]) -> Counter[str]:
     """How often each error code occurred among a response's failed items.
 
-    A brief response (``feeds.brief``) carries the counts instead of the items.
+    A brief response (``brief``) carries the counts instead of the items.
     """
     if "failure_codes" in response:
         return Counter(response["failure_codes"])
@@ -301,3 +301,28 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             for f in files["failed"]
         ]
     return "\n".join(lines) + "\n"
+
+
+def carried(response: dict[str, Any]) -> list[str]:
+    """The client ids a push response names: those stored, and those refused that had one."""
+    stored = [client_id for entry in response["items"] for client_id in entry]
+    failed = [f["client_item_id"] for f in response[FAILED_ITEMS_KEY] if f.get("client_item_id")]
+    return stored + failed
+
+
+def brief(response: dict[str, Any]) -> dict[str, Any]:
+    """A push response with counts but without its per-item lists.
+
+    ``failure_codes``, ``warning_codes`` and ``warned`` keep what the run
+    summary's totals and top codes need.
+    """
+    return {
+        **response,
+        "items": [],
+        FAILED_ITEMS_KEY: [],
+        WARNING_ITEMS_KEY: [],
+        "failure_codes": dict(failure_codes(response)),
+        "warning_codes": dict(warning_codes(response)),
+        "warned": warned_count(response),
+        "detail": "omitted from the run summary; the pushes table has the full response",
+    }
