@@ -28,10 +28,10 @@ import polars as pl
 import pyarrow as pa
 
 from . import reads
-from .blocks import changed_rows
+from .blocks import changed_rows, partition_files
 from .errors import CatalogLakeError, LakeError, UsageError, first_line
 from .exports import EXPORTED, Exported, require_format, write_export
-from .lake import STORE_ERRORS, Lake, partition_files
+from .lake import STORE_ERRORS, Lake
 from .layout import conform
 from .literals import quote
 from .schemas import CURSORS, RECORDS

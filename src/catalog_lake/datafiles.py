@@ -119,8 +119,8 @@ def _write_one(
     relative = f"{folder}/" if folder else ""
     relative += f"part-00000-{uuid.uuid4()}-c000.{how.codec.lower()}.parquet"
     if folder:
-        filesystem.create_dir(_joined(root, folder), recursive=True)
-    with filesystem.open_output_stream(_joined(root, relative)) as sink:
+        filesystem.create_dir(joined(root, folder), recursive=True)
+    with filesystem.open_output_stream(joined(root, relative)) as sink:
         pq.write_table(
             rows,
             sink,
@@ -135,7 +135,7 @@ def _write_one(
     return DataFile(relative, size, dict(partition), _stats(rows, stats), rows.num_rows)
 
 
-def _joined(root: str, relative: str) -> str:
+def joined(root: str, relative: str) -> str:
     """A path in the table's filesystem: under its folder, or the store's root itself."""
     return f"{root}/{relative}" if root else relative
 

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from . import reads, settings
+from .commitlog import Since, keys_added
 from .errors import FenceMoved
 from .lake import Lake, is_local
 from .reads import BlocksScan
@@ -61,6 +62,8 @@ class Keys:
         self._index: KeyIndex | None = None
         #: Groups given ids by ``reserve`` whose items commit has not landed yet.
         self._held = 0
+        #: Ids this catalog holds from the lake's counter and has not stored yet (``_fresh``).
+        self._spare = np.empty(0, dtype="int64")
 
     @property
     def fence(self) -> int:
@@ -86,16 +89,20 @@ class Keys:
         request_ids: pd.Series,
         received_at: pd.Series,
         first: pd.DataFrame,
+        hold: bool = False,
     ) -> Batch:
-        """Give every item its service id: the stored one, or the next free number.
+        """Give every item its service id: the stored one, or a new one.
 
-        Ids come from the items table itself (its largest id), so an id is
-        never handed to two client_item_ids. Only ids are looked up: an
-        update leaves ``first_seen_at``, ``likes`` and ``sales`` as stored
-        (``blocks.KEPT_ON_UPDATE``), so they need not be read back.
+        ``hold``: new ids come from the lake's id counter (``_fresh``), for a
+        write; without it (a dry run, ``Catalog.derive``) a new item gets a
+        stand-in after the largest stored id, which nothing stores. Only ids
+        are looked up: an update leaves ``first_seen_at``, ``likes`` and
+        ``sales`` as stored (``blocks.KEPT_ON_UPDATE``).
         """
         index = self.index()
-        object_id, new = _ids(index, items["client_item_id"], first["position"].to_numpy())
+        fresh = self._fresh if hold else _after(index.max_id)
+        positions = first["position"].to_numpy()
+        object_id, new = _ids(index, items["client_item_id"], positions, fresh)
         return with_ids(items, object_id, new, first["at"], received_at, request_ids)
 
     def reserve(self, client_ids: pa.Array, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +117,8 @@ class Keys:
         Returns each row's id and whether it is new.
         """
         index = self.index()
-        object_id, new = _ids(index, client_ids, positions)
+        object_id, new = _ids(index, client_ids, positions, self._fresh)
+        self._spare = self._spare[int(new.sum()) :]  # given now: the next group's follow on
         self._held += 1 if len(object_id) else 0
         if new.any():
             added = pa.table(
@@ -135,6 +143,49 @@ class Keys:
             version = self.lake.version("items", refresh=False)
             self._index = KeyIndex(version, cached.table, cached.max_id, cached.fence + 1)
 
+    @property
+    def version(self) -> int | None:
+        """The items table's version the index was last brought to."""
+        return self._index.version if self._index is not None else None
+
+    def _fresh(self, count: int) -> np.ndarray:
+        """The next ``count`` ids this catalog holds, reserved from the lake's counter as needed.
+
+        Ids come from one counter (``Lake.reserve_ids``), so no two writers
+        can hand out one id, and a writer that lost a commit race keeps its
+        ids: its rows and files stay right unless the winner stored one of
+        its keys (``absorb``). Held ids are used first, so one writer's ids
+        stay consecutive; ids held and never stored are gaps.
+        """
+        if len(self._spare) < count:
+            need = count - len(self._spare)
+            floor = max(self.index().max_id, int(self._spare.max()) if len(self._spare) else 0)
+            start = self.lake.reserve_ids(need, floor)
+            self._spare = np.concatenate([self._spare, np.arange(start, start + need)])
+        return self._spare[:count]
+
+    def absorb(self, since: Since, fence: int, new_keys: pa.Array, blocks: set[int]) -> bool:
+        """Bring the index past a lost race without reading it again; False if it concerns us.
+
+        ``since`` is what was committed after the index's version. When it
+        touched none of ``blocks`` (a rewrite's) and stored none of
+        ``new_keys``, the writer's rows and files are still right: the index
+        takes the keys the winner added, and the fence it moved to.
+        """
+        cached = self._index
+        if cached is None or blocks & since.blocks():
+            return False
+        added = keys_added(*self.lake.filesystem("items"), since).cast(cached.table.schema)
+        if pc.any(pc.is_in(new_keys, value_set=added["client_item_id"])).as_py():
+            return False
+        fresh = added.filter(
+            pc.invert(pc.is_in(added["client_item_id"], cached.table["client_item_id"]))
+        )
+        table = pa.concat_tables([cached.table, fresh]) if fresh.num_rows else cached.table
+        top = pc.max(fresh["object_id"]).as_py() if fresh.num_rows else None
+        self._index = KeyIndex(since.version, table, max(cached.max_id, top or 0), fence)
+        return True
+
     def index(self) -> KeyIndex:
         """Every stored client_item_id with its id, read once and then kept current.
 
@@ -150,9 +201,10 @@ class Keys:
         """
         version, fence = self.lake.fence("items")
         cached = self._index
-        if cached is not None and (cached.version, cached.fence) == (version, fence):
-            if version is not None:
-                return cached
+        # Keys change only in fenced commits: an unfenced one (compaction, likes, an id
+        # reservation) moves the version, never the keys.
+        if cached is not None and cached.fence == fence and version is not None:
+            return cached
         if self._held:  # ids are held for groups not landed: they were allocated from it
             raise FenceMoved(f"another writer committed to 'items' (fence {fence})")
         if is_local(self.lake.uri):
@@ -207,11 +259,12 @@ class Keys:
         is now at the version it made, with nobody else's ids in between.
         """
         cached, self._index = self._index, None
+        new = pa.table({c: items[c] for c in ("client_item_id", "object_id", "id_block")})
+        new = new.filter(pc.invert(items["known"]))
+        self._spare = self._spare[new.num_rows :]  # ``assign(hold=True)`` took the first ones
         if cached is None:
             return
         version = self.lake.version("items", refresh=False)
-        new = pa.table({c: items[c] for c in ("client_item_id", "object_id", "id_block")})
-        new = new.filter(pc.invert(items["known"]))
         if not new.num_rows:
             self._index = KeyIndex(version, cached.table, cached.max_id, cached.fence + 1)
             return
@@ -223,8 +276,10 @@ class Keys:
         self._index = KeyIndex(version, table, max_id, cached.fence + 1)
 
 
-def _ids(index: KeyIndex, client_ids: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each key's stored id, or the next free one in order of ``positions``; and which are new."""
+def _ids(
+    index: KeyIndex, client_ids: Any, positions: np.ndarray, fresh
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each key's stored id, or a ``fresh`` one in order of ``positions``; and which are new."""
     n = len(client_ids)
     probe = pa.table(
         {
@@ -238,10 +293,15 @@ def _ids(index: KeyIndex, client_ids: Any, positions: np.ndarray) -> tuple[np.nd
     object_id[found["_row"].to_numpy()] = found["object_id"].to_numpy()
     new = object_id == 0  # service ids start at 1
     order = np.argsort(positions[new], kind="stable")
-    fresh = np.empty(int(new.sum()), dtype="int64")
-    fresh[order] = np.arange(index.max_id + 1, index.max_id + 1 + len(fresh), dtype="int64")
-    object_id[new] = fresh
+    given = np.empty(int(new.sum()), dtype="int64")
+    given[order] = fresh(len(given))
+    object_id[new] = given
     return object_id, new
+
+
+def _after(largest: int):
+    """Stand-in ids after the largest stored one, for what is never written."""
+    return lambda count: np.arange(largest + 1, largest + 1 + count, dtype="int64")
 
 
 def with_ids(

@@ -34,7 +34,8 @@ from deltalake.transaction import AddAction, RemoveAction
 from pyarrow.fs import LocalFileSystem, PyFileSystem
 
 from . import layout
-from .blocks import blocks_dataset, blocks_predicate, upserted, with_columns
+from .blocks import blocks_dataset, blocks_predicate, partition_files, upserted, with_columns
+from .commitlog import Since, read_since
 from .datafiles import DataFile, Staged, now_ms, parquet_layout
 from .errors import FenceMoved, LakeError, NoLakeError, first_line
 from .literals import quote
@@ -54,6 +55,8 @@ FENCES = {
     "records": "catalog-lake:records",
     "pushes": "catalog-lake:pushes",
 }
+#: The items table's app transaction that counts the service ids handed out (``reserve_ids``).
+IDS = "catalog-lake:ids"
 #: Commits a ``DeltaTable`` object may see before ``Lake.table`` opens it afresh.
 REOPEN_AFTER_COMMITS = 50
 
@@ -124,11 +127,8 @@ class Lake(Upserts):
     def is_latest(self, name: str, version: int | None) -> bool:
         """Whether ``version`` is known, without reading the log, to be table ``name``'s latest.
 
-        Delta numbers commits without gaps: in a local folder the latest is the
-        one whose commit file is there and whose successor's is not, two file
-        checks (a log read costs about 1 ms at a million records, a search's
-        whole budget being 10). False for an object store, where it takes a
-        listing: ``table`` reads the log instead.
+        Delta numbers commits without gaps: in a folder, two file checks (a log
+        read is 1 ms at a million records, of a search's 10). False on a store.
         """
         if version is None or not is_local(self.uri):
             return False
@@ -140,17 +140,11 @@ class Lake(Upserts):
     def table(self, name: str) -> DeltaTable | None:
         """The Delta table ``name`` at its latest version, or None before its first commit.
 
-        Opening a table replays its log from the last checkpoint (30-50 ms
-        at a million rows, and a push touches a table up to four times), so
-        each table is opened once per ``Lake`` and brought up to date with
-        ``update_incremental``, which reads only the commits made since
-        (5 ms), whoever made them. But a table object's commits get slower
-        with every commit it has seen (a one-row append to ``pushes``: 13 ms
-        after opening, 46 ms 250 appends later), and so does a new object
-        with a long log since the last checkpoint. So after
-        ``REOPEN_AFTER_COMMITS`` the object is checkpointed and opened
-        afresh: over 300 appends the mean went from 31 to 17 ms, and a
-        long-lived catalog's pushes stay as cheap as a new process's.
+        Opened once per ``Lake`` (30-50 ms at a million rows) and brought up to
+        date with ``update_incremental`` (5 ms, the commits since). An object's
+        commits slow with every commit it has seen (a one-row append: 13 ms
+        fresh, 46 ms 250 later), so after ``REOPEN_AFTER_COMMITS`` it is
+        checkpointed and opened afresh (300 appends: 31 ms on average, then 17).
         """
         cached = self._tables.get(name)
         if cached is not None and cached.version() - self._opened[name] >= REOPEN_AFTER_COMMITS:
@@ -179,10 +173,9 @@ class Lake(Upserts):
     def fence(self, name: str) -> tuple[int | None, int]:
         """A fenced table's version and fence number, read together from its latest snapshot.
 
-        Whatever a writer derives from the table after this (ids, a key
-        check) is committed with ``fence=`` this number: the commit then
-        carries the next one, and fails with ``FenceMoved`` if anyone
-        committed to the table in between.
+        What a writer derives after this (ids, a key check) is committed with
+        ``fence=`` this number, and fails with ``FenceMoved`` if anyone else
+        committed in between.
         """
         table = self.table(name)
         if table is None:
@@ -204,14 +197,16 @@ class Lake(Upserts):
         tables = {name: self.table(name) for name in TABLES}
         for name, existing in tables.items():  # every table checked before any is changed
             if existing is not None:
-                layout.require_not_newer(name, _stored(existing), TABLES[name], self.uri)
+                layout.require_not_newer(
+                    name, layout.stored_schema(existing), TABLES[name], self.uri
+                )
         for name, schema in TABLES.items():
             existing = tables[name]
             if existing is not None:
                 self._add_new_columns(name, existing, schema)
                 self._retype(name, existing, schema)
                 metadata = existing.metadata()
-                layout.require_compatible(name, _stored(existing), schema,
+                layout.require_compatible(name, layout.stored_schema(existing), schema,
                                           list(metadata.partition_columns),
                                           metadata.description, self.uri)  # fmt: skip
                 continue
@@ -252,7 +247,7 @@ class Lake(Upserts):
 
     def _add_new_columns(self, name: str, table: DeltaTable, schema: pa.Schema) -> None:
         """Add the columns a newer version declares (``ADDED_COLUMNS``) to an older table."""
-        stored = set(_stored(table).names)
+        stored = set(layout.stored_schema(table).names)
         missing = [c for c in ADDED_COLUMNS.get(name, ()) if c not in stored]
         if not missing:
             return
@@ -272,7 +267,7 @@ class Lake(Upserts):
         from deltalake import write_deltalake
 
         def stale(current: DeltaTable) -> list[str]:
-            return layout.retyped(name, _stored(current), schema)
+            return layout.retyped(name, layout.stored_schema(current), schema)
 
         if not stale(table):
             return
@@ -394,15 +389,11 @@ class Lake(Upserts):
     ) -> dict[str, Any]:
         """Read the id blocks ``data`` touches, fold it in with Arrow, and write them back.
 
-        A Delta merge of 5 rows into a million-row table took 170-300 ms
-        however few files its predicate named, most of it DataFusion
-        planning a join; a block holds at most ``ID_BLOCK_SIZE`` rows, so
-        reading the touched blocks, replacing rows in Arrow and overwriting
-        exactly those partitions (``predicate="id_block IN (...)"``, one
-        commit) costs what the push is worth, not what the table is. The
-        overwrite removes the blocks' old files, so a block that small
-        pushes keep touching stays one file instead of collecting them. A
-        lost commit race re-reads the blocks and tries again, unless fenced.
+        A Delta merge of 5 rows into a million-row table took 170-300 ms (DataFusion
+        planning a join); overwriting just the touched blocks (at most
+        ``ID_BLOCK_SIZE`` rows each, one commit) costs what the push is worth, and
+        keeps a block that small pushes touch one file. A lost commit race re-reads
+        the blocks and tries again, unless fenced (docs/design.md, "Why id_block").
         """
         predicate = blocks_predicate(data["id_block"])
 
@@ -479,12 +470,34 @@ class Lake(Upserts):
         return True
 
     def blocks_at(self, name: str, blocks: Any, version: int) -> tuple[pa.Table, list[DataFile]]:
-        """The rows of some id blocks at ``version``, and the files that hold them (a worker's)."""
-        table = DeltaTable(self.path(name), version, storage_options=self.storage_options)
+        """The rows of some id blocks at ``version``, and the files that hold them."""
+        table = self.snapshot(name, version, self.table(name))
         wanted = set(pa.array(blocks).to_pylist())
         files = partition_files(table, "id_block").items()
         held = [DataFile(p, 0, {"id_block": str(b)}, "", 0) for p, b in files if b in wanted]
         return self._read_blocks(name, table, blocks_predicate(blocks)), held
+
+    def since(self, name: str, version: int) -> Since:
+        """What was committed to table ``name`` after ``version`` (``commitlog``)."""
+        return read_since(*self.filesystem(name), version)
+
+    def reserve_ids(self, count: int, floor: int) -> int:
+        """The first of ``count`` new service ids, held by ``IDS`` (``floor``: the largest stored).
+
+        One commit of its own, on the snapshot the counter was read in: two
+        writers never hold one range (``keys``).
+        """
+        for attempt in races(CommitFailedError):
+            with attempt:
+                table = self.table("items")
+                top = max(table.transaction_version(IDS) or 0, floor)
+                held = [Transaction(IDS, top + count)]
+                properties = CommitProperties(app_transactions=held, max_commit_retries=0)
+                table.create_write_transaction([], "append", table.schema(), ["id_block"],
+                                               commit_properties=properties)  # fmt: skip
+                table.update_incremental()
+                return top + 1
+        raise AssertionError("unreachable: the last lost race is raised")
 
     def read_blocks(self, name: str, blocks: Any, columns: list[str] | None = None) -> pa.Table:
         """The rows of some id blocks (or their ``columns``), as the table holds them now."""
@@ -644,20 +657,6 @@ class Lake(Upserts):
         """
         table = self.table(name) if refresh or name not in self._tables else self._tables[name]
         return None if table is None else table.version()
-
-
-def _stored(table: DeltaTable) -> pa.Schema:
-    """A stored table's schema, as Arrow."""
-    return pa.schema(table.schema().to_arrow())
-
-
-def partition_files(table: DeltaTable, column: str) -> dict[str, int]:
-    """Every data file of a table snapshot, with its value of partition ``column``."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    if actions.num_rows == 0:
-        return {}
-    values = actions[f"partition.{column}"].cast(pa.int64()).to_pylist()
-    return dict(zip(actions["path"].to_pylist(), values, strict=True))
 
 
 @functools.cache

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -183,3 +184,8 @@ def conform(result: pa.Table, schema: pa.Schema, columns: list[str] | None = Non
     fields = [schema.field(c) for c in columns] if columns else list(schema)
     arrays = [result[f.name].cast(f.type) for f in fields]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def stored_schema(table: Any) -> pa.Schema:
+    """A stored Delta table's schema, as Arrow."""
+    return pa.schema(table.schema().to_arrow())

@@ -41,14 +41,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .blocks import upserted
-from .datafiles import Staged, write_files
+from .datafiles import Staged
 from .errors import FenceMoved, PushError
 from .keys import with_ids
 from .lake import LAKE_ERRORS, Lake
 from .push import Push, failures, plan_responses, raw_rows, reject_rows, warned, warning_rows
 from .records import Synonyms, derive_records
-from .schemas import ITEMS, RECORDS, TABLES
+from .schemas import ITEMS, RECORDS
 from .sources import FeedFile
 from .store import Catalog, _group, _store_pushes, earlier_pushes
 from .workers import CheckedFiles, check_files
@@ -155,21 +154,13 @@ def write_group(files: CheckedFiles, plan: Plan) -> Written:
     lake = Lake(plan.uri, plan.storage_options)
     tables: dict[str, Staged] = {}
 
-    def put(name: str, rows: pa.Table, fold: bool = False) -> pa.Array:
-        """Write a table's rows (folded into their blocks as read); the ids kept older."""
-        if rows.num_rows == 0:
-            return pa.array([], pa.string())
-        filesystem, root = lake.filesystem(name)
-        counts: dict[str, Any] = {}
-        read = None
-        if fold:
-            read = lake.blocks_at(name, rows["id_block"], plan.versions[name])
-            rows, counts = upserted(read[0], rows.cast(TABLES[name]), name)
-        staged = Staged(write_files(filesystem, root, name, rows))
-        if read is not None:
-            staged.removes, staged.read_version = read[1], (plan.versions or {})[name]
-        tables[name] = staged
-        return counts.get("kept_ids", pa.array([], pa.string()))
+    def put(name: str, rows: pa.Table, known: Any = None) -> pa.Array:
+        """Write a table's rows, folded into their blocks as read; the ids kept as stored."""
+        version = (plan.versions or {}).get(name)
+        staged, counts = lake.staged_upsert(name, rows, known, version)
+        if staged.adds or staged.removes:
+            tables[name] = staged
+        return counts["kept_ids"]
 
     put("raw", raw_rows(pushes, parsed, request_ids, received_at, passed, checked.client_ids))
     failed, warned_ = failures(pushes, checked), warned(pushes, checked)
@@ -185,10 +176,10 @@ def write_group(files: CheckedFiles, plan: Plan) -> Written:
                      request_ids[keep].reset_index(drop=True))  # fmt: skip
     if len(items):
         rows = items.table(ITEMS)
-        fold = plan.versions is not None
-        older = put("items", rows, fold)
+        older = put("items", rows, plan.known)
         won = pc.invert(pc.is_in(items["client_item_id"], older))
-        put("records", derive_records(items, None, plan.synonyms).table(RECORDS).filter(won), fold)
+        records = derive_records(items, None, plan.synonyms).table(RECORDS).filter(won)
+        put("records", records, plan.known[won.to_numpy(zero_copy_only=False)])
     return Written(tables, plan_responses(pushes, checked, items, failed, warned_))
 
 

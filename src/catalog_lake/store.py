@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import settings
 from .errors import FenceMoved, PushError
 from .keys import Keys
 from .lake import LAKE_ERRORS, Lake, races
@@ -110,9 +112,13 @@ def stored(
 
 
 def identified(
-    keys: Keys, checked: Checked, request_ids: pd.Series, received_at: pd.Series
+    keys: Keys,
+    checked: Checked,
+    request_ids: pd.Series,
+    received_at: pd.Series,
+    hold: bool = False,
 ) -> Batch:
-    """The kept items of a checked group with their service ids."""
+    """The kept items of a checked group with their service ids (``hold``: to be written)."""
     client_ids, keep = checked.client_ids, checked.keep
     passed = checked.checked.passed
     # An item new to the lake was first seen by the first push that sent
@@ -122,7 +128,7 @@ def identified(
         index=passed.index,
     )[passed]
     first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
-    return keys.assign(checked.typed, request_ids[keep], received_at[keep], first)
+    return keys.assign(checked.typed, request_ids[keep], received_at[keep], first, hold)
 
 
 def run(
@@ -261,21 +267,14 @@ def _write(
         ):
             catalog.lake.append("warnings", warning_rows(pushes, warned_by_push), metadata)
         # Read before the ids are settled: see ``Lake.upsert_fenced``.
-        _, records_fence = catalog.lake.fence("records")
+        records_at = catalog.lake.fence("records")
         items, older = _store_items(catalog, checked, request_ids, received_at, metadata)
         if len(items):
             # An item the lake holds newer (a later push, or a delete) keeps its record.
             won = pc.invert(pc.is_in(items["client_item_id"], pa.array(older, pa.string())))
             known = items["known"].filter(won).to_numpy(zero_copy_only=False)
             records = derive_records(items, None, catalog.synonyms).table(RECORDS).filter(won)
-            catalog.lake.upsert_fenced(
-                "records",
-                records,
-                metadata,
-                known,
-                records_fence,
-                admit=lambda rows: live_records(catalog.lake, rows),
-            )
+            _store_records(catalog, records, known, records_at, metadata)
         answers = plan_responses(pushes, checked, items, failed_by_push, warned_by_push)
         return _store_pushes(catalog, pushes, answers, sizes, fence, metadata)
     except (*LAKE_ERRORS, pa.ArrowException) as exc:
@@ -290,29 +289,82 @@ def _store_items(
 ) -> Batch:
     """Give the group's items their ids and commit them, fenced; again if another writer won.
 
-    The ids come from the key index at the items table's fence number;
-    a commit by anyone else since then fails ours (``FenceMoved``), and
-    the index is read again and the ids allocated again.
+    The ids come from the key index at the items table's fence number, new
+    ones from the lake's id counter. The files are written first; a commit
+    by anyone else since the index was read fails ours (``FenceMoved``),
+    and what it committed is read from the log (``Keys.absorb``): when it
+    stored none of our keys and touched none of the blocks we rewrite, the
+    same files are committed at the new fence. Otherwise the index is read
+    again, and the ids given again.
     """
+    lake, keys = catalog.lake, catalog.keys
     for attempt in races():
         with attempt:
-            items = identified(catalog.keys, checked, request_ids, received_at)
+            items = identified(keys, checked, request_ids, received_at, hold=True)
             if not len(items):
                 return items, []
+            known = items["known"].to_numpy(zero_copy_only=False)
             try:
-                counts = catalog.lake.upsert(
-                    "items",
-                    items.table(ITEMS),
-                    metadata,
-                    known=items["known"].to_numpy(zero_copy_only=False),
-                    fence=catalog.keys.fence,
-                )
+                rows = items.table(ITEMS)
+                staged, counts = lake.staged_upsert("items", rows, known, lake.version("items"))
+                new = items["client_item_id"].filter(pc.invert(items["known"]))
+                ours = set(rows["id_block"].to_pylist()) if staged.removes else set()
+                _committed(lake, "items", staged, metadata, keys.fence, keys.version,
+                           partial(_absorbed, keys, new, ours))  # fmt: skip
             except BaseException:
-                catalog.keys.forget()  # read the index again: it is stale or partly written
+                keys.forget()  # read the index again: it is stale or partly written
                 raise
-            catalog.keys.remember(items)
-            return items, counts["kept_ids"].to_pylist() if counts else []
+            keys.remember(items)
+            return items, counts["kept_ids"].to_pylist()
     raise AssertionError("unreachable: the last lost race is raised")
+
+
+def _store_records(
+    catalog: Catalog, records: pa.Table, known: Any, at: tuple[int | None, int], metadata
+) -> None:
+    """Commit a group's records at the fence read before its ids; fold them if that lost.
+
+    A record of a new item is appended unread, so a commit since the fence
+    was read that touched its block (another writer's record of the same
+    item, a delete) makes it read and fold the blocks (``upsert_fenced``);
+    one that touched other blocks only costs the same files committed again.
+    """
+    lake = catalog.lake
+    version, fence = at
+    staged, _ = lake.staged_upsert("records", records, known, lake.version("records"))
+    ours = set(records["id_block"].to_pylist())
+    try:
+        _committed(lake, "records", staged, metadata, fence, version, partial(_apart, ours))
+    except FenceMoved:
+        lake.upsert_fenced("records", records, metadata,
+                           admit=lambda rows: live_records(lake, rows))  # fmt: skip
+
+
+def _committed(lake: Lake, name: str, staged, metadata, fence: int, read_at, moved) -> None:
+    """Commit written files at ``fence``; after a lost race, again while ``moved`` allows.
+
+    ``moved`` is told what was committed since ``read_at`` and the fence it
+    left, and says whether our files still hold (``Keys.absorb``, ``_apart``).
+    """
+    for _ in range(settings.FENCE_ATTEMPTS):
+        try:
+            lake.commit_files(name, staged, metadata, fence)
+            return
+        except FenceMoved:
+            _, current = lake.fence(name)  # before the log: what is read is at least as new
+            since = lake.since(name, read_at if read_at is not None else -1)
+            if not moved(since, current):
+                raise
+            fence, read_at, staged.read_version = current, since.version, since.version
+    raise FenceMoved(f"{name!r}: {settings.FENCE_ATTEMPTS} commits in a row lost to other writers")
+
+
+def _absorbed(keys: Keys, new: pa.Array, ours: set[int], since: Any, fence: int) -> bool:
+    return keys.absorb(since, fence, new, ours)
+
+
+def _apart(ours: set[int], since: Any, fence: int) -> bool:
+    return not ours & since.blocks()
 
 
 def live_records(lake: Lake, rows: pa.Table) -> pa.Table:

@@ -24,6 +24,8 @@ from tenacity import (
 )
 
 from . import settings
+from .blocks import upserted
+from .datafiles import Staged, write_files
 from .errors import FenceMoved, LakeError
 from .schemas import PARTITIONS, TABLES
 
@@ -128,3 +130,28 @@ class Upserts:
                 rows = data if admit is None else admit(data)
                 return self.upsert(name, rows, metadata, fence=current)
         raise AssertionError("unreachable: the last lost race is raised")
+
+    def staged_upsert(
+        self, name: str, data: pa.Table, known: Any, version: int | None
+    ) -> tuple[Staged, dict[str, Any]]:
+        """``upsert``'s data files written and not committed (``Lake.commit_files`` does).
+
+        Rows all new are written as they are; otherwise the id blocks they
+        fall in are read at ``version``, folded (``blocks.upserted``) and
+        written, and their old files are the ones to remove. The files are
+        written before any fence is read again, so a commit race that lost
+        costs a commit, not the encoding (``store``, ``staged``).
+        """
+        data = data.cast(TABLES[name])
+        counts: dict[str, Any] = {"kept_ids": pa.array([], pa.string())}
+        staged = Staged()
+        if data.num_rows == 0:
+            return staged, counts
+        if known is not None and np.asarray(known, dtype=bool).any():
+            if pc.count_distinct(data["client_item_id"]).as_py() != data.num_rows:
+                raise LakeError(f"an upsert into {name!r} holds one client_item_id twice")
+            stored, staged.removes = self.blocks_at(name, data["id_block"], version)
+            staged.read_version = version
+            data, counts = upserted(stored, data, name)
+        staged.adds = write_files(*self.filesystem(name), name, data)
+        return staged, counts

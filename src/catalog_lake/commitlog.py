@@ -1,0 +1,75 @@
+"""What other writers committed to a table since a version: read from its log, not a snapshot.
+
+A fenced commit that loses its race used to read the table again and redo
+its work: the ids, the rows, the Parquet files. Most of the time the winner
+wrote other items in other id blocks, and nothing of ours needs redoing.
+Whether it did is in the few commit files written since our read
+(``_delta_log/<version>.json``, one JSON action a line: the files added and
+removed and their id blocks), and in the keys of the files they added. So
+a lost race costs what was committed since, not what the table holds
+(issue 45: the serial part of a commit, small and independent of the
+lake's size).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from . import settings
+from .datafiles import joined
+
+
+@dataclass
+class Since:
+    """The commits after a version: the files they added and removed, by id block."""
+
+    version: int  # the last commit read
+    added: list[tuple[str, dict[str, str | None]]] = field(default_factory=list)
+    removed: list[tuple[str, dict[str, str | None]]] = field(default_factory=list)
+
+    def blocks(self) -> set[int]:
+        """The id blocks any of the commits added a file to or removed one from."""
+        touched = set()
+        for _, partition in [*self.added, *self.removed]:
+            value = (partition or {}).get("id_block")
+            if value is not None:
+                touched.add(int(value))
+        return touched
+
+
+def read_since(filesystem, root: str, version: int) -> Since:
+    """Every commit of the table at ``root`` after ``version``, up to its latest."""
+    since = Since(version)
+    while True:
+        path = joined(root, f"_delta_log/{since.version + 1:020d}.json")
+        try:
+            with filesystem.open_input_stream(path) as stream:
+                text = stream.read().decode()
+        except (FileNotFoundError, OSError):
+            return since
+        for line in text.splitlines():
+            action = json.loads(line) if line.strip() else {}
+            for kind, into in (("add", since.added), ("remove", since.removed)):
+                if kind in action:
+                    into.append((action[kind]["path"], action[kind].get("partitionValues") or {}))
+        since.version += 1
+
+
+def keys_added(filesystem, root: str, since: Since) -> pa.Table:
+    """The ``client_item_id``s and ids of the items files the commits added (an items table's)."""
+    columns = ["client_item_id", "object_id"]
+    parts = [
+        pq.read_table(joined(root, path), columns=columns, filesystem=filesystem)
+        for path, _ in since.added
+    ]
+    empty = pa.table({"client_item_id": pa.array([], "string"), "object_id": pa.array([], "int64")})
+    table = pa.concat_tables(parts) if parts else empty
+    # A block rewritten holds its old keys again: each key once.
+    table = table.group_by("client_item_id").aggregate([("object_id", "max")])
+    table = table.rename_columns(["client_item_id", "object_id"])
+    return table.append_column("id_block", pc.divide(table["object_id"], settings.ID_BLOCK_SIZE))
