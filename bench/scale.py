@@ -93,13 +93,16 @@ def _coordinated(feed: str, lake: str, workers: int, group_items: int) -> dict[s
     return cost | {"stored": len(Catalog(lake).items())}
 
 
-def _part(feed: str, lake: str, start: float) -> float:
+def _part(feed: str, lake: str, start: float) -> tuple[float, int, int]:
     from catalog_lake.catalog import Catalog
     from catalog_lake.feeds import ingest
 
+    counter = _Retries()
+    logging.getLogger("catalog_lake.lake").addHandler(counter)
+    logging.getLogger("catalog_lake.lake").setLevel(logging.INFO)
     time.sleep(max(0.0, start - time.time()))
     ingest(Catalog(lake), feed)
-    return time.time()
+    return time.time(), counter.redone, counter.again
 
 
 def _concurrent_ingests(files: list[Path], root: Path, lake: str, count: int) -> dict[str, Any]:
@@ -116,10 +119,13 @@ def _concurrent_ingests(files: list[Path], root: Path, lake: str, count: int) ->
     context = multiprocessing.get_context("spawn")
     start = time.time() + 8.0  # after every process imported the stack
     with ProcessPoolExecutor(count, mp_context=context) as pool:
-        ends = list(pool.map(_part, parts, [lake] * count, [start] * count))
+        done = list(pool.map(_part, parts, [lake] * count, [start] * count))
+    ends, redone, again = zip(*done, strict=True)
     items = Catalog(lake).items()
     return {
         "wall": max(ends) - start,
+        "redone": sum(redone),
+        "again": sum(again),
         "stored": len(items),
         "ids_unique": bool(items["object_id"].is_unique and items["client_item_id"].is_unique),
     }
@@ -157,7 +163,8 @@ def scale_out(
         print(
             f"load {load:.2f}: {count} concurrent ingest(s) into one lake: {got['wall']:.2f} s "
             f"wall ({one / got['wall']:.2f}x one), {got['stored']:,} items stored, "
-            f"ids unique: {got['ids_unique']}"
+            f"ids unique: {got['ids_unique']}; lost races: {got['redone']} redone, "
+            f"{got['again']} committed again as written"
         )
 
 
@@ -183,15 +190,26 @@ def _pushes(lake: str, env: dict[str, str], lake_items: int, pushes: int) -> dic
 
 
 class _Retries(logging.Handler):
-    """Counts the fenced commits that lost a race (``lake.fence_races`` logs each retry)."""
+    """Counts fenced commits that lost a race: redone, or committed again as written.
+
+    ``races`` logs each retry; ``store._committed`` each commit of the same files again.
+    """
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.count = 0
+        self.again = 0
+
+    @property
+    def redone(self) -> int:
+        return self.count
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "Retrying" in record.getMessage():
+        message = record.getMessage()
+        if "Retrying" in message:
             self.count += 1
+        elif "committed again" in message:
+            self.again += 1
 
 
 def _writer(lake: str, env: dict[str, str], writer: int, pushes: int, start: float) -> dict:

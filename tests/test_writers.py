@@ -122,8 +122,8 @@ def test_a_writer_that_stores_records_between_anothers_items_and_records_adds_no
     payload = {"items": [make_item(client_item_id=f"k-{i}") for i in range(3)]}
 
     class BetweenItemsAndRecords(Lake):
-        def upsert(self, name, data, metadata=None, **options):
-            result = super().upsert(name, data, metadata, **options)
+        def commit_files(self, name, staged, metadata, fence=None):
+            result = super().commit_files(name, staged, metadata, fence)
             if name == "items":
                 Catalog(lake).push(payload)  # writer B, in between
             return result

@@ -32,14 +32,24 @@ class Since:
     added: list[tuple[str, dict[str, str | None]]] = field(default_factory=list)
     removed: list[tuple[str, dict[str, str | None]]] = field(default_factory=list)
 
-    def blocks(self) -> set[int]:
-        """The id blocks any of the commits added a file to or removed one from."""
-        touched = set()
-        for _, partition in [*self.added, *self.removed]:
-            value = (partition or {}).get("id_block")
-            if value is not None:
-                touched.add(int(value))
-        return touched
+    def rewritten(self) -> set[int]:
+        """The id blocks any of the commits removed a file from (a rewrite, a delete, a compaction).
+
+        A block that only gained files kept every row it had: rows of new items,
+        appended, change nothing another writer wrote of its own items.
+        """
+        return {int(p["id_block"]) for _, p in self.removed if p and p.get("id_block") is not None}
+
+
+def concerns(since: Since, added: pa.Table, keys: pa.Array, blocks: set[int]) -> bool:
+    """Whether the commits ``since`` touched rows of ours.
+
+    They did when they rewrote one of our id ``blocks``, or added a file
+    holding one of our ``keys`` (``added``: their keys, ``keys_added``).
+    """
+    if blocks & since.rewritten():
+        return True
+    return bool(pc.any(pc.is_in(keys, value_set=added["client_item_id"])).as_py())
 
 
 def read_since(filesystem, root: str, version: int) -> Since:

@@ -1,15 +1,20 @@
 """The only owner of service ids: every stored ``client_item_id`` with its id, kept current.
 
 A service id is numeric text the lake gives a ``client_item_id`` the first time
-it is stored, and keeps for good. Ids come from the items table itself (its
-largest id plus one), read once per catalog and kept current by its own
-pushes; a local lake also keeps a key snapshot beside the tables, so a new
-process reads only the blocks that changed since it was saved.
+it is stored, and keeps for good. New ids come from one counter, the items
+table's app transaction ``lake.IDS``, in ranges a writer reserves with a
+commit of its own (``Lake.reserve_ids``): no two writers ever hold one id.
+The index of stored keys is read once per catalog and kept current by its
+own pushes; a local lake also keeps a key snapshot beside the tables, so a
+new process reads only the blocks that changed since it was saved.
 
-Any number of writers may allocate at once: the index carries the items
+Any number of writers may store at once: the index carries the items
 table's fence number, read before its keys, and the items commit that stores
-the new ids is fenced with it (``Lake.fence``). A writer that another beat
-gets ``FenceMoved``, forgets the index and allocates again.
+new keys is fenced with it (``Lake.fence``), so one key never gets two ids.
+A writer that another beat gets ``FenceMoved`` and reads what the winner
+committed (``absorb``): when the winner stored none of its keys, its ids,
+rows and files still hold and are committed again; otherwise it forgets the
+index and gives its ids again. Ids held and never stored are gaps.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from . import reads, settings
-from .commitlog import Since, keys_added
+from .commitlog import Since, concerns, keys_added
 from .errors import FenceMoved
 from .lake import Lake, is_local
 from .reads import BlocksScan
@@ -164,23 +169,23 @@ class Keys:
             self._spare = np.concatenate([self._spare, np.arange(start, start + need)])
         return self._spare[:count]
 
-    def absorb(self, since: Since, fence: int, new_keys: pa.Array, blocks: set[int]) -> bool:
+    def absorb(self, since: Since, fence: int, keys: pa.Array, blocks: set[int]) -> bool:
         """Bring the index past a lost race without reading it again; False if it concerns us.
 
         ``since`` is what was committed after the index's version. When it
-        touched none of ``blocks`` (a rewrite's) and stored none of
-        ``new_keys``, the writer's rows and files are still right: the index
-        takes the keys the winner added, and the fence it moved to.
+        stored none of our ``keys`` and rewrote none of our ``blocks``
+        (``commitlog.concerns``), the writer's ids, rows and files still
+        hold: the index takes the keys the winner added, and its fence.
         """
         cached = self._index
-        if cached is None or blocks & since.blocks():
+        if cached is None:
             return False
         added = keys_added(*self.lake.filesystem("items"), since).cast(cached.table.schema)
-        if pc.any(pc.is_in(new_keys, value_set=added["client_item_id"])).as_py():
+        if concerns(since, added, keys, blocks):
             return False
-        fresh = added.filter(
-            pc.invert(pc.is_in(added["client_item_id"], cached.table["client_item_id"]))
-        )
+        known = cached.table["client_item_id"]  # one vectorized pass; the set is what was added
+        held = known.filter(pc.is_in(known, value_set=added["client_item_id"]))
+        fresh = added.filter(pc.invert(pc.is_in(added["client_item_id"], value_set=held)))
         table = pa.concat_tables([cached.table, fresh]) if fresh.num_rows else cached.table
         top = pc.max(fresh["object_id"]).as_py() if fresh.num_rows else None
         self._index = KeyIndex(since.version, table, max(cached.max_id, top or 0), fence)

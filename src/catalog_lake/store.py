@@ -11,6 +11,7 @@ the items table's fence), ``records``, and last the fenced ``pushes`` rows.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import settings
+from .commitlog import concerns, keys_added
 from .errors import FenceMoved, PushError
 from .keys import Keys
 from .lake import LAKE_ERRORS, Lake, races
@@ -44,6 +46,9 @@ from .push import (
 from .records import Batch, Synonyms, derive_records
 from .schemas import ITEMS, PUSHES, RECORDS
 from .summary import DRY_RUN_KEY
+
+#: The storage's logger, where retries are logged and the benchmark counts them.
+_log = logging.getLogger("catalog_lake.lake")
 
 
 class Catalog(Protocol):
@@ -307,10 +312,9 @@ def _store_items(
             try:
                 rows = items.table(ITEMS)
                 staged, counts = lake.staged_upsert("items", rows, known, lake.version("items"))
-                new = items["client_item_id"].filter(pc.invert(items["known"]))
-                ours = set(rows["id_block"].to_pylist()) if staged.removes else set()
+                ours = set(rows["id_block"].to_pylist())
                 _committed(lake, "items", staged, metadata, keys.fence, keys.version,
-                           partial(_absorbed, keys, new, ours))  # fmt: skip
+                           partial(_absorbed, keys, rows["client_item_id"], ours))  # fmt: skip
             except BaseException:
                 keys.forget()  # read the index again: it is stale or partly written
                 raise
@@ -325,16 +329,17 @@ def _store_records(
     """Commit a group's records at the fence read before its ids; fold them if that lost.
 
     A record of a new item is appended unread, so a commit since the fence
-    was read that touched its block (another writer's record of the same
-    item, a delete) makes it read and fold the blocks (``upsert_fenced``);
-    one that touched other blocks only costs the same files committed again.
+    was read that stored a record of one of its items, or rewrote one of its
+    blocks (a delete, another writer's update), makes it read and fold the
+    blocks (``upsert_fenced``); any other costs the same files committed again.
     """
     lake = catalog.lake
     version, fence = at
     staged, _ = lake.staged_upsert("records", records, known, lake.version("records"))
     ours = set(records["id_block"].to_pylist())
+    apart = partial(_apart, lake, records["client_item_id"], ours)
     try:
-        _committed(lake, "records", staged, metadata, fence, version, partial(_apart, ours))
+        _committed(lake, "records", staged, metadata, fence, version, apart)
     except FenceMoved:
         lake.upsert_fenced("records", records, metadata,
                            admit=lambda rows: live_records(lake, rows))  # fmt: skip
@@ -355,6 +360,7 @@ def _committed(lake: Lake, name: str, staged, metadata, fence: int, read_at, mov
             since = lake.since(name, read_at if read_at is not None else -1)
             if not moved(since, current):
                 raise
+            _log.info("%s: a lost race left our files right; committed again at %d", name, current)
             fence, read_at, staged.read_version = current, since.version, since.version
     raise FenceMoved(f"{name!r}: {settings.FENCE_ATTEMPTS} commits in a row lost to other writers")
 
@@ -363,8 +369,8 @@ def _absorbed(keys: Keys, new: pa.Array, ours: set[int], since: Any, fence: int)
     return keys.absorb(since, fence, new, ours)
 
 
-def _apart(ours: set[int], since: Any, fence: int) -> bool:
-    return not ours & since.blocks()
+def _apart(lake: Lake, keys: Any, ours: set[int], since: Any, fence: int) -> bool:
+    return not concerns(since, keys_added(*lake.filesystem("records"), since), keys, ours)
 
 
 def live_records(lake: Lake, rows: pa.Table) -> pa.Table:
