@@ -284,24 +284,31 @@ def test_an_ingest_run_leaves_a_checkpoint_so_the_next_push_replays_little(catal
     assert len(catalog.records()) == 10
 
 
+def _rewrites(actions) -> bool:
+    from deltalake.transaction import RemoveAction
+
+    return any(isinstance(action, RemoveAction) for action in actions)
+
+
 def test_a_block_rewrite_that_loses_a_commit_race_reads_again_and_retries(
     catalog, clock, monkeypatch
 ):
-    """Another writer's commit makes ours fail (CommitFailedError): tenacity retries with backoff."""
-    import deltalake
+    """Another writer's commit makes ours fail (CommitFailedError); nothing of it touched
+    ours, so the same files are committed again (issue 45: ``store._committed``)."""
+    from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
     catalog.push({"items": [make_item(client_item_id="a")]})
-    real = deltalake.write_deltalake
+    real = DeltaTable.create_write_transaction
     calls = {"n": 0}
 
-    def loses_once(*args, **kwargs):
-        if kwargs.get("mode") == "overwrite" and calls["n"] == 0:
+    def loses_once(self, actions, *args, **kwargs):
+        if _rewrites(actions) and calls["n"] == 0:
             calls["n"] += 1
             raise CommitFailedError("another writer committed version 3 first")
-        return real(*args, **kwargs)
+        return real(self, actions, *args, **kwargs)
 
-    monkeypatch.setattr(deltalake, "write_deltalake", loses_once)
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", loses_once)
     clock.now += timedelta(minutes=1)
     catalog.push({"items": [make_item(client_item_id="a", name="Renamed")]})
 
@@ -312,27 +319,28 @@ def test_a_block_rewrite_that_loses_a_commit_race_reads_again_and_retries(
 def test_an_update_that_keeps_losing_its_commit_race_fails_as_a_lake_write(
     catalog, clock, monkeypatch
 ):
-    import deltalake
+    from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
     from catalog_lake import PushError
 
     catalog.push({"items": [make_item(client_item_id="a")]})
-    real = deltalake.write_deltalake
+    real = DeltaTable.create_write_transaction
     lost = {"n": 0}
 
-    def always_loses(*args, **kwargs):
-        if kwargs.get("mode") == "overwrite":
+    def always_loses(self, actions, *args, **kwargs):
+        if _rewrites(actions):
             lost["n"] += 1
             raise CommitFailedError("another writer keeps committing first")
-        return real(*args, **kwargs)
+        return real(self, actions, *args, **kwargs)
 
-    monkeypatch.setattr(deltalake, "write_deltalake", always_loses)
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", always_loses)
     monkeypatch.setattr(settings, "FENCE_ATTEMPTS", 3)  # items commits are fenced
+    monkeypatch.setattr(settings, "RECOMMITS", 2)
     clock.now += timedelta(minutes=1)
     with pytest.raises(PushError, match="lake_write_failed"):
         catalog.push({"items": [make_item(client_item_id="a", name="Renamed")]})
-    assert lost["n"] == 3
+    assert lost["n"] == 3 * 2  # each of 3 attempts commits its files twice
 
 
 ROOT = Path(__file__).parents[1]

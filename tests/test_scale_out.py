@@ -112,12 +112,12 @@ def _coordinate_and_die(lake: str, source: str, address: str, die_at: int) -> No
 
     commit, seen = Lake.commit_files, []
 
-    def dying(self, name, staged, metadata, fence=None):
+    def dying(self, name, staged, metadata, fence=None, claim=None):
         if name == "items":
             seen.append(name)
             if len(seen) == die_at:
                 os.kill(os.getpid(), signal.SIGKILL)
-        return commit(self, name, staged, metadata, fence)
+        return commit(self, name, staged, metadata, fence, claim)
 
     Lake.commit_files = dying
     ingest(Catalog(lake), source, batch_size=2, group_items=ONE_FILE_PER_GROUP,

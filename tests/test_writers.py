@@ -122,8 +122,8 @@ def test_a_writer_that_stores_records_between_anothers_items_and_records_adds_no
     payload = {"items": [make_item(client_item_id=f"k-{i}") for i in range(3)]}
 
     class BetweenItemsAndRecords(Lake):
-        def commit_files(self, name, staged, metadata, fence=None):
-            result = super().commit_files(name, staged, metadata, fence)
+        def commit_files(self, name, staged, metadata, fence=None, claim=None):
+            result = super().commit_files(name, staged, metadata, fence, claim)
             if name == "items":
                 Catalog(lake).push(payload)  # writer B, in between
             return result
@@ -177,3 +177,77 @@ def test_every_spelling_of_a_lake_is_one_concurrency_limit(tmp_path, monkeypatch
     assert name.startswith("catalog-lake:lake-") and "/" not in name
     assert resolved_lake_uri("s3://bucket/lake/") == "s3://bucket/lake"
     assert lake_limit_name("s3://bucket/lake") != lake_limit_name(tmp_path / "other" / "lake")
+
+
+def test_a_writer_beaten_by_one_storing_other_items_commits_the_files_it_wrote(tmp_path, caplog):
+    """Issue 45: once writers contend, a lost race that stored none of our keys costs a
+    commit, not the work.
+
+    Writer B stores other items between writer A's files and A's commit, twice. The
+    first time A had counted its ids on from the lake's counter, B took the same ones:
+    A gives its ids again, and holds its ids first from then on. The second time, A's
+    held ids, rows and files are still right (the log since says B touched none of
+    them), so A commits the same files again, at the new fences.
+    """
+    import logging
+
+    from catalog_lake.lake import Lake
+
+    lake = str(tmp_path / "lake")
+    Catalog(lake).push({"items": [make_item(client_item_id="seed")]})
+    rounds: list[int] = []
+
+    class Beaten(Lake):
+        def commit_files(self, name, staged, metadata, fence=None, claim=None):
+            if name == "items" and staged.adds and len(rounds) < 2:
+                theirs = [make_item(client_item_id=f"b{len(rounds)}-{i}") for i in range(3)]
+                rounds.append(1)
+                Catalog(lake).push({"items": theirs})  # writer B, in between
+            return super().commit_files(name, staged, metadata, fence, claim)
+
+    writer_a = Catalog(lake)
+    writer_a.lake = Beaten(lake)
+    with caplog.at_level(logging.INFO, logger="catalog_lake.lake"):
+        response = writer_a.push({"items": [make_item(client_item_id=f"a1-{i}") for i in range(3)]})
+
+    assert len(rounds) == 2  # B came between A's files and A's items commit twice
+    messages = [r.getMessage() for r in caplog.records]
+    redone = [m for m in messages if "Retrying" in m and "'items'" in m]
+    assert len(redone) == 1  # the first time only: A's counted ids were taken
+    again = [m.split(":")[0] for m in messages if "committed again" in m]
+    assert again == ["items", "records"]
+    catalog = Catalog(lake)
+    ids = catalog.items().set_index("client_item_id")["object_id"]
+    assert len(ids) == 10 and ids.is_unique and ids["seed"] == 1
+    assert [int(v) for entry in response["items"] for v in entry.values()] == [
+        ids[f"a1-{i}"] for i in range(3)
+    ]
+    assert sorted(catalog.records()["client_item_id"]) == sorted(ids.index)
+    assert check(catalog)["ok"]
+
+
+def test_a_writer_beaten_by_one_storing_the_same_item_gives_its_ids_again(tmp_path):
+    """When the winner stored one of our keys, our ids no longer hold: read, give, fold."""
+    from catalog_lake.lake import Lake
+
+    lake = str(tmp_path / "lake")
+    shared = {"items": [make_item(client_item_id="x"), make_item(client_item_id="y")]}
+    beaten: list[bool] = []
+
+    class Beaten(Lake):
+        def commit_files(self, name, staged, metadata, fence=None, claim=None):
+            if name == "items" and not beaten:
+                beaten.append(True)
+                Catalog(lake).push({"items": [make_item(client_item_id="x", name="B's")]})
+            return super().commit_files(name, staged, metadata, fence, claim)
+
+    writer_a = Catalog(lake)
+    writer_a.lake = Beaten(lake)
+    writer_a.push(shared)
+
+    catalog = Catalog(lake)
+    items = catalog.items().set_index("client_item_id")
+    assert sorted(items.index) == ["x", "y"] and items["object_id"].is_unique
+    assert items.loc["x", "name"] == "B's"  # B's push was received after A's: it wins
+    assert catalog.records()["client_item_id"].is_unique
+    assert check(catalog)["ok"]

@@ -24,6 +24,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ import pyarrow.ipc as ipc
 
 from . import reads, settings
 from .commitlog import Since, concerns, keys_added
+from .datafiles import Staged
 from .errors import FenceMoved
-from .lake import Lake, is_local
+from .lake import Lake, is_local, races
 from .reads import BlocksScan
 from .records import Batch
 from .schemas import TS
@@ -69,6 +71,10 @@ class Keys:
         self._held = 0
         #: Ids this catalog holds from the lake's counter and has not stored yet (``_fresh``).
         self._spare = np.empty(0, dtype="int64")
+        #: The counter as read and the last id, for ids counted but not held (``claim``).
+        self.claim: tuple[int, int] | None = None
+        #: Whether another writer took new ids under ours: from then on, ids are held first.
+        self._contended = False
 
     @property
     def fence(self) -> int:
@@ -105,7 +111,7 @@ class Keys:
         ``sales`` as stored (``blocks.KEPT_ON_UPDATE``).
         """
         index = self.index()
-        fresh = self._fresh if hold else _after(index.max_id)
+        fresh = partial(self._fresh, floor=index.max_id) if hold else _after(index.max_id)
         positions = first["position"].to_numpy()
         object_id, new = _ids(index, items["client_item_id"], positions, fresh)
         return with_ids(items, object_id, new, first["at"], received_at, request_ids)
@@ -122,7 +128,9 @@ class Keys:
         Returns each row's id and whether it is new.
         """
         index = self.index()
-        object_id, new = _ids(index, client_ids, positions, self._fresh)
+        object_id, new = _ids(
+            index, client_ids, positions, partial(self._fresh, floor=index.max_id)
+        )
         self._spare = self._spare[int(new.sum()) :]  # given now: the next group's follow on
         self._held += 1 if len(object_id) else 0
         if new.any():
@@ -153,21 +161,43 @@ class Keys:
         """The items table's version the index was last brought to."""
         return self._index.version if self._index is not None else None
 
-    def _fresh(self, count: int) -> np.ndarray:
-        """The next ``count`` ids this catalog holds, reserved from the lake's counter as needed.
+    def _fresh(self, count: int, floor: int, hold: bool = False) -> np.ndarray:
+        """The next ``count`` new ids, from the lake's one counter (``lake.IDS``).
 
-        Ids come from one counter (``Lake.reserve_ids``), so no two writers
-        can hand out one id, and a writer that lost a commit race keeps its
-        ids: its rows and files stay right unless the winner stored one of
-        its keys (``absorb``). Held ids are used first, so one writer's ids
-        stay consecutive; ids held and never stored are gaps.
+        Alone, a writer counts them on from the counter and its items commit
+        moves the counter (``claim``): one commit, as before the counter. Once
+        another writer took ids under it (``absorb`` finds the counter moved),
+        or when ids must be known before any commit (``hold``: a Dask chain),
+        the writer holds its ids first, in a commit of their own
+        (``_reserved``): then a lost race leaves its ids, rows and files
+        right. Held ids are used first; ids held and never stored are gaps.
+        ``floor`` is the largest id of the index the caller looked its keys
+        up in: the index is never read again here.
         """
+        self.claim = None
+        if count == 0:
+            return np.empty(0, dtype="int64")
+        if not (hold or self._contended or len(self._spare)):
+            base = self.lake.id_counter()
+            start = max(base, floor) + 1
+            self.claim = (base, start + count - 1)
+            return np.arange(start, start + count, dtype="int64")
         if len(self._spare) < count:
             need = count - len(self._spare)
-            floor = max(self.index().max_id, int(self._spare.max()) if len(self._spare) else 0)
-            start = self.lake.reserve_ids(need, floor)
+            floor = max(floor, int(self._spare.max()) if len(self._spare) else 0)
+            start = self._reserved(need, floor)
             self._spare = np.concatenate([self._spare, np.arange(start, start + need)])
         return self._spare[:count]
+
+    def _reserved(self, count: int, floor: int) -> int:
+        """The first of ``count`` ids held in a commit of their own, on the counter as read."""
+        for attempt in races():
+            with attempt:
+                base = self.lake.id_counter()
+                top = max(base, floor)
+                self.lake.commit_files("items", Staged(), None, None, (base, top + count))
+                return top + 1
+        raise AssertionError("unreachable: the last lost race is raised")
 
     def absorb(self, since: Since, fence: int, keys: pa.Array, blocks: set[int]) -> bool:
         """Bring the index past a lost race without reading it again; False if it concerns us.
@@ -179,6 +209,9 @@ class Keys:
         """
         cached = self._index
         if cached is None:
+            return False
+        if self.claim is not None and self.lake.id_counter() != self.claim[0]:
+            self._contended = True  # our counted ids may be taken: hold ids from now on
             return False
         added = keys_added(*self.lake.filesystem("items"), since).cast(cached.table.schema)
         if concerns(since, added, keys, blocks):

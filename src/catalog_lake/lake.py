@@ -393,7 +393,7 @@ class Lake(Upserts):
         planning a join); overwriting just the touched blocks (at most
         ``ID_BLOCK_SIZE`` rows each, one commit) costs what the push is worth, and
         keeps a block that small pushes touch one file. A lost commit race re-reads
-        the blocks and tries again, unless fenced (docs/design.md, "Why id_block").
+        the blocks and tries again, unless fenced (docs/design.md, "Table layout").
         """
         predicate = blocks_predicate(data["id_block"])
 
@@ -440,12 +440,15 @@ class Lake(Upserts):
             return LocalFileSystem(), self.path(name).removeprefix("file://")
         return PyFileSystem(DeltaStorageHandler(self.path(name), self.storage_options)), ""
 
-    def commit_files(self, name: str, staged: Staged, metadata, fence: int | None = None) -> bool:
+    def commit_files(
+        self, name: str, staged: Staged, metadata, fence: int | None = None, claim=None
+    ) -> bool:
         """Commit data files written elsewhere (``datafiles``, on a worker); False if none.
 
-        A rewrite commits only on the version its files were read at (else ``FenceMoved``).
+        A rewrite commits only on the version its files were read at (else ``FenceMoved``);
+        ``claim`` (the id counter read, the last id used) moves the counter in the same commit.
         """
-        if not staged.adds and not staged.removes:
+        if not staged.adds and not staged.removes and claim is None:
             return False
 
         def write() -> None:
@@ -455,6 +458,8 @@ class Lake(Upserts):
             self._check_fence(name, table, fence)
             if staged.removes and table.version() != staged.read_version:
                 raise FenceMoved(f"{name!r} changed since its blocks were read")
+            if claim is not None and (table.transaction_version(IDS) or 0) != claim[0]:
+                raise FenceMoved("another writer took new ids since ours were counted")
             now = now_ms()
             actions: list[Any] = [
                 AddAction(f.path, f.size, f.partition_values, now, True, f.stats)
@@ -462,7 +467,7 @@ class Lake(Upserts):
             ] + [RemoveAction(f.path, True, now, None, f.partition_values) for f in staged.removes]
             table.create_write_transaction(
                 actions, "append", table.schema(), PARTITIONS.get(name),
-                commit_properties=_commit_properties(name, metadata, fence),
+                commit_properties=_commit_properties(name, metadata, fence, claim),
             )  # fmt: skip
             table.update_incremental()  # the object stays at its version otherwise
 
@@ -481,23 +486,10 @@ class Lake(Upserts):
         """What was committed to table ``name`` after ``version`` (``commitlog``)."""
         return read_since(*self.filesystem(name), version)
 
-    def reserve_ids(self, count: int, floor: int) -> int:
-        """The first of ``count`` new service ids, held by ``IDS`` (``floor``: the largest stored).
-
-        One commit of its own, on the snapshot the counter was read in: two
-        writers never hold one range (``keys``).
-        """
-        for attempt in races(CommitFailedError):
-            with attempt:
-                table = self.table("items")
-                top = max(table.transaction_version(IDS) or 0, floor)
-                held = [Transaction(IDS, top + count)]
-                properties = CommitProperties(app_transactions=held, max_commit_retries=0)
-                table.create_write_transaction([], "append", table.schema(), ["id_block"],
-                                               commit_properties=properties)  # fmt: skip
-                table.update_incremental()
-                return top + 1
-        raise AssertionError("unreachable: the last lost race is raised")
+    def id_counter(self) -> int:
+        """The last service id handed out, as the items table's counter ``IDS`` holds it."""
+        table = self.table("items")
+        return (table.transaction_version(IDS) or 0) if table is not None else 0
 
     def read_blocks(self, name: str, blocks: Any, columns: list[str] | None = None) -> pa.Table:
         """The rows of some id blocks (or their ``columns``), as the table holds them now."""
@@ -680,7 +672,7 @@ def _writer_properties(name: str) -> WriterProperties:
     )
 
 
-def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | None):
+def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | None, claim=None):
     """A commit's metadata; a fenced commit also carries the next fence number.
 
     A fenced commit must land at the version right after the snapshot its
@@ -688,12 +680,14 @@ def _commit_properties(name: str, metadata: dict[str, str] | None, fence: int | 
     rests on one atomic step, the conditional put that creates the commit
     file, rather than also on delta-rs's conflict checker noticing the
     other writer's app transaction when it moves a commit to a later
-    version. A lost race costs one more attempt (``races``).
+    version. A lost race costs one more attempt (``races``). A ``claim`` of
+    new ids (the counter read, its new value) is fenced the same way (``keys``).
     """
-    if fence is None:
+    held = [Transaction(IDS, claim[1])] if claim is not None else []
+    if fence is not None:
+        held.append(Transaction(FENCES[name], fence + 1))
+    if not held:
         return CommitProperties(custom_metadata=metadata or {})
     return CommitProperties(
-        custom_metadata=metadata or {},
-        app_transactions=[Transaction(FENCES[name], fence + 1)],
-        max_commit_retries=0,
+        custom_metadata=metadata or {}, app_transactions=held, max_commit_retries=0
     )

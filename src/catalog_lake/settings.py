@@ -49,6 +49,9 @@ ID_BLOCK_SIZE = 2_048
 #: Attempts at a fenced commit (ids, pushes) that keeps losing to other writers. With
 #: jittered backoff of up to a second each, 30 attempts outlast bursts of many writers.
 FENCE_ATTEMPTS = 30
+#: Times one attempt commits the same files again after lost races that touched none of
+#: its rows (``store._committed``) before it reads everything again.
+RECOMMITS = 8
 
 #: A time_to_ship at or under this many seconds earns the fast-shipping tag.
 FAST_SHIPPING_SECONDS = 24 * 3600

@@ -314,7 +314,8 @@ def _store_items(
                 staged, counts = lake.staged_upsert("items", rows, known, lake.version("items"))
                 ours = set(rows["id_block"].to_pylist())
                 _committed(lake, "items", staged, metadata, keys.fence, keys.version,
-                           partial(_absorbed, keys, rows["client_item_id"], ours))  # fmt: skip
+                           partial(_absorbed, keys, rows["client_item_id"], ours),
+                           keys.claim)  # fmt: skip
             except BaseException:
                 keys.forget()  # read the index again: it is stale or partly written
                 raise
@@ -345,15 +346,17 @@ def _store_records(
                            admit=lambda rows: live_records(lake, rows))  # fmt: skip
 
 
-def _committed(lake: Lake, name: str, staged, metadata, fence: int, read_at, moved) -> None:
+def _committed(
+    lake: Lake, name: str, staged, metadata, fence: int, read_at, moved, claim=None
+) -> None:
     """Commit written files at ``fence``; after a lost race, again while ``moved`` allows.
 
     ``moved`` is told what was committed since ``read_at`` and the fence it
     left, and says whether our files still hold (``Keys.absorb``, ``_apart``).
     """
-    for _ in range(settings.FENCE_ATTEMPTS):
+    for _ in range(settings.RECOMMITS):
         try:
-            lake.commit_files(name, staged, metadata, fence)
+            lake.commit_files(name, staged, metadata, fence, claim)
             return
         except FenceMoved:
             _, current = lake.fence(name)  # before the log: what is read is at least as new
@@ -362,7 +365,7 @@ def _committed(lake: Lake, name: str, staged, metadata, fence: int, read_at, mov
                 raise
             _log.info("%s: a lost race left our files right; committed again at %d", name, current)
             fence, read_at, staged.read_version = current, since.version, since.version
-    raise FenceMoved(f"{name!r}: {settings.FENCE_ATTEMPTS} commits in a row lost to other writers")
+    raise FenceMoved(f"{name!r}: {settings.RECOMMITS} commits in a row lost to other writers")
 
 
 def _absorbed(keys: Keys, new: pa.Array, ours: set[int], since: Any, fence: int) -> bool:
