@@ -464,7 +464,7 @@ class Lake(Upserts):
             actions: list[Any] = [
                 AddAction(f.path, f.size, f.partition_values, now, True, f.stats)
                 for f in staged.adds
-            ] + [RemoveAction(f.path, True, now, None, f.partition_values) for f in staged.removes]
+            ] + [RemoveAction(f.path, True, now) for f in staged.removes]
             table.create_write_transaction(
                 actions, "append", table.schema(), PARTITIONS.get(name),
                 commit_properties=_commit_properties(name, metadata, fence, claim),
@@ -477,18 +477,25 @@ class Lake(Upserts):
     def blocks_at(self, name: str, blocks: Any, version: int) -> tuple[pa.Table, list[DataFile]]:
         """The rows of some id blocks at ``version``, and the files that hold them."""
         table = self.snapshot(name, version, self.table(name))
-        wanted = set(pa.array(blocks).to_pylist())
-        files = partition_files(table, "id_block").items()
-        held = [DataFile(p, 0, {"id_block": str(b)}, "", 0) for p, b in files if b in wanted]
-        return self._read_blocks(name, table, blocks_predicate(blocks)), held
+        predicate = blocks_predicate(blocks)
+        base = table.table_uri.removeprefix("file://").rstrip("/") + "/"
+        listed = [u.removeprefix("file://") for u in table.file_uris(predicate)]
+        if not all(u.startswith(base) for u in listed):  # a log's own spelling: ask it
+            listed = [base + p for p, b in partition_files(table, "id_block").items()
+                      if b in set(pa.array(blocks).to_pylist())]  # fmt: skip
+        held = [DataFile(u.removeprefix(base), 0, {}, "", 0) for u in listed]
+        return self._read_blocks(name, table, predicate), held
 
     def since(self, name: str, version: int) -> Since:
         """What was committed to table ``name`` after ``version`` (``commitlog``)."""
         return read_since(*self.filesystem(name), version)
 
     def id_counter(self) -> int:
-        """The last service id handed out, as the items table's counter ``IDS`` holds it."""
-        table = self.table("items")
+        """The last service id handed out, as the items table's counter ``IDS`` holds it.
+
+        As this object last read the table: a commit that moves the counter checks it.
+        """
+        table = self._tables.get("items") or self.table("items")
         return (table.transaction_version(IDS) or 0) if table is not None else 0
 
     def read_blocks(self, name: str, blocks: Any, columns: list[str] | None = None) -> pa.Table:

@@ -311,7 +311,8 @@ def _store_items(
             known = items["known"].to_numpy(zero_copy_only=False)
             try:
                 rows = items.table(ITEMS)
-                staged, counts = lake.staged_upsert("items", rows, known, lake.version("items"))
+                at = lake.version("items", refresh=False)  # as the index's fence was just read
+                staged, counts = lake.staged_upsert("items", rows, known, at)
                 ours = set(rows["id_block"].to_pylist())
                 _committed(lake, "items", staged, metadata, keys.fence, keys.version,
                            partial(_absorbed, keys, rows["client_item_id"], ours),
@@ -336,7 +337,7 @@ def _store_records(
     """
     lake = catalog.lake
     version, fence = at
-    staged, _ = lake.staged_upsert("records", records, known, lake.version("records"))
+    staged, _ = lake.staged_upsert("records", records, known, version)  # read with the fence
     ours = set(records["id_block"].to_pylist())
     apart = partial(_apart, lake, records["client_item_id"], ours)
     try:
