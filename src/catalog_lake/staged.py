@@ -49,7 +49,7 @@ from .push import Push, failures, plan_responses, raw_rows, reject_rows, warned,
 from .records import Synonyms, derive_records
 from .schemas import ITEMS, RECORDS
 from .sources import FeedFile
-from .store import Catalog, _group, _store_pushes, earlier_pushes
+from .store import Catalog, _committed, _group, _store_pushes, earlier_pushes
 from .workers import CheckedFiles, check_files
 
 #: The tables a group writes before its ``pushes`` rows, in the write order.
@@ -358,9 +358,9 @@ class Chain:
             for name in JOURNAL:
                 lake.commit_files(name, written.table(name), metadata)
                 raw_written = True
-            if lake.commit_files("items", written.table("items"), metadata, catalog.keys.fence):
+            if _landed(lake, "items", written.table("items"), metadata, catalog.keys.fence):
                 catalog.keys.landed()
-            if lake.commit_files("records", written.table("records"), metadata, self.records_fence):
+            if _landed(lake, "records", written.table("records"), metadata, self.records_fence):
                 self.records_fence += 1
             sizes = np.array([r.size for r in found.requests], dtype="int64")
             answers = written.answers
@@ -391,3 +391,20 @@ class Chain:
     def _cancel(future: Any) -> None:
         if future is not None:
             future.release()
+
+
+def _landed(lake: Lake, name: str, staged: Staged, metadata, fence: int) -> bool:
+    """Commit a group's files of one table at the chain's fence; False when it wrote none.
+
+    A block rewrite is read at a version; commits since that moved no fence
+    and no file (id reservations, the chain's own among them) leave it right,
+    and it is committed again. Any other lost race breaks the chain (``FenceMoved``).
+    """
+    if not staged.removes:  # an append: only a moved fence fails it, and that breaks the chain
+        return lake.commit_files(name, staged, metadata, fence)
+
+    def quiet(since: Any, current: int) -> bool:
+        return current == fence and not since.added and not since.removed
+
+    _committed(lake, name, staged, metadata, fence, staged.read_version, quiet)
+    return True
