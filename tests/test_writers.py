@@ -251,3 +251,22 @@ def test_a_writer_beaten_by_one_storing_the_same_item_gives_its_ids_again(tmp_pa
     assert items.loc["x", "name"] == "B's"  # B's push was received after A's: it wins
     assert catalog.records()["client_item_id"].is_unique
     assert check(catalog)["ok"]
+
+
+def test_what_was_committed_since_a_version_is_read_from_the_log_of_any_store(lake):
+    """``commitlog``: on a folder and on the S3 server alike, every commit since, whole."""
+    catalog = Catalog(lake)
+    catalog.push({"items": [make_item(client_item_id="a")]})
+    before = catalog.lake.version("items")
+    catalog.push(
+        {"items": [make_item(client_item_id="b"), make_item(client_item_id="a", name="2")]}
+    )
+
+    since = catalog.lake.since("items", before)
+    assert since.version == catalog.lake.version("items")
+    assert since.added and since.removed  # "a" is folded into its block: a rewrite
+    assert since.rewritten() == {0}
+    from catalog_lake.commitlog import keys_added
+
+    added = keys_added(*catalog.lake.filesystem("items"), since)
+    assert sorted(added["client_item_id"].to_pylist()) == ["a", "b"]

@@ -14,6 +14,7 @@ lake's size).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -22,6 +23,8 @@ import pyarrow.parquet as pq
 
 from . import settings
 from .datafiles import joined
+
+_BLOCK = re.compile(r"(?:^|/)id_block=(\d+)/")
 
 
 @dataclass
@@ -38,7 +41,16 @@ class Since:
         A block that only gained files kept every row it had: rows of new items,
         appended, change nothing another writer wrote of its own items.
         """
-        return {int(p["id_block"]) for _, p in self.removed if p and p.get("id_block") is not None}
+        blocks = {block_of(path, partition) for path, partition in self.removed}
+        return {block for block in blocks if block is not None}
+
+
+def block_of(path: str, partition: dict | None) -> int | None:
+    """A file's id block: its partition value, or its folder's name (``id_block=N/``)."""
+    value = (partition or {}).get("id_block")
+    if value is None and (found := _BLOCK.search(path)):
+        value = found.group(1)
+    return None if value is None else int(value)
 
 
 def concerns(since: Since, added: pa.Table, keys: pa.Array, blocks: set[int]) -> bool:

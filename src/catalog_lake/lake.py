@@ -35,7 +35,7 @@ from pyarrow.fs import LocalFileSystem, PyFileSystem
 
 from . import layout
 from .blocks import blocks_dataset, blocks_predicate, partition_files, upserted, with_columns
-from .commitlog import Since, read_since
+from .commitlog import Since, block_of, read_since
 from .datafiles import DataFile, Staged, now_ms, parquet_layout
 from .errors import FenceMoved, LakeError, NoLakeError, first_line
 from .literals import quote
@@ -464,7 +464,7 @@ class Lake(Upserts):
             actions: list[Any] = [
                 AddAction(f.path, f.size, f.partition_values, now, True, f.stats)
                 for f in staged.adds
-            ] + [RemoveAction(f.path, True, now) for f in staged.removes]
+            ] + [RemoveAction(f.path, True, now, None, f.partition_values) for f in staged.removes]
             table.create_write_transaction(
                 actions, "append", table.schema(), PARTITIONS.get(name),
                 commit_properties=_commit_properties(name, metadata, fence, claim),
@@ -479,11 +479,11 @@ class Lake(Upserts):
         table = self.snapshot(name, version, self.table(name))
         predicate = blocks_predicate(blocks)
         base = table.table_uri.removeprefix("file://").rstrip("/") + "/"
-        listed = [u.removeprefix("file://") for u in table.file_uris(predicate)]
-        if not all(u.startswith(base) for u in listed):  # a log's own spelling: ask it
-            listed = [base + p for p, b in partition_files(table, "id_block").items()
-                      if b in set(pa.array(blocks).to_pylist())]  # fmt: skip
-        held = [DataFile(u.removeprefix(base), 0, {}, "", 0) for u in listed]
+        paths = [u.removeprefix("file://").removeprefix(base) for u in table.file_uris(predicate)]
+        if any("://" in p or p.startswith("/") for p in paths):  # a log's own spelling: ask it
+            wanted = set(pa.array(blocks).to_pylist())
+            paths = [p for p, b in partition_files(table, "id_block").items() if b in wanted]
+        held = [DataFile(p, 0, {"id_block": str(block_of(p, {}))}, "", 0) for p in paths]
         return self._read_blocks(name, table, predicate), held
 
     def since(self, name: str, version: int) -> Since:

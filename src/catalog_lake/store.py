@@ -360,10 +360,10 @@ def _committed(
             lake.commit_files(name, staged, metadata, fence, claim)
             return
         except FenceMoved:
-            _, current = lake.fence(name)  # before the log: what is read is at least as new
+            version, current = lake.fence(name)  # before the log: the log is at least as new
             since = lake.since(name, read_at if read_at is not None else -1)
-            if not moved(since, current):
-                raise
+            if version is None or since.version < version or not moved(since, current):
+                raise  # a log read short of the fence's version proves nothing: redo
             _log.info("%s: a lost race left our files right; committed again at %d", name, current)
             fence, read_at, staged.read_version = current, since.version, since.version
     raise FenceMoved(f"{name!r}: {settings.RECOMMITS} commits in a row lost to other writers")
