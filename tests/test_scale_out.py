@@ -25,9 +25,14 @@ from tests.test_workers import ONE_FILE_PER_GROUP, _run, _table, _without_reques
 __all__ = ["source"]  # the feeds of test_workers, with a later update and a broken file
 
 
-def _same_lake(got: Catalog, expected: Catalog) -> None:
-    pd.testing.assert_frame_equal(_table(got.records()), _table(expected.records()))
-    pd.testing.assert_frame_equal(_table(got.items()), _table(expected.items()))
+def _same_lake(got: Catalog, expected: Catalog, ids: bool = True) -> None:
+    """The same items and records; with ``ids=False``, up to the ids (gaps: README)."""
+    drop = [] if ids else ["object_id", "id_block"]
+    for table in ("records", "items"):
+        pd.testing.assert_frame_equal(
+            _table(getattr(got, table)()).drop(columns=drop),
+            _table(getattr(expected, table)()).drop(columns=drop),
+        )
     assert got.items()["object_id"].is_unique
     assert check(got)["ok"], check(got)
 
@@ -113,7 +118,7 @@ def _coordinate_and_die(lake: str, source: str, address: str, die_at: int) -> No
     commit, seen = Lake.commit_files, []
 
     def dying(self, name, staged, metadata, fence=None, claim=None):
-        if name == "items":
+        if name == "items" and staged.adds:  # a group's items, not an id reservation
             seen.append(name)
             if len(seen) == die_at:
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -147,4 +152,5 @@ def test_a_coordinator_killed_between_commits_is_repaired_to_the_lake_a_clean_ru
     assert summary["repaired"]
     paths = sorted(f.path for f in discover(source)[0])
     assert summary["files"]["ingested"] == [p for p in paths if p != "zz_broken.json"]
-    _same_lake(catalog, alone)
+    # The dead run held ids for the groups it had planned: they are gaps, not reused.
+    _same_lake(catalog, alone, ids=False)

@@ -2,8 +2,9 @@
 
 A service id is numeric text the lake gives a ``client_item_id`` the first time
 it is stored, and keeps for good. New ids come from one counter, the items
-table's app transaction ``lake.IDS``, in ranges a writer reserves with a
-commit of its own (``Lake.reserve_ids``): no two writers ever hold one id.
+table's app transaction ``lake.IDS``: counted on in the items commit that
+stores them, or held first in a commit of their own (``_fresh``), so no two
+writers ever hand out one id.
 The index of stored keys is read once per catalog and kept current by its
 own pushes; a local lake also keeps a key snapshot beside the tables, so a
 new process reads only the blocks that changed since it was saved.
@@ -129,7 +130,7 @@ class Keys:
         """
         index = self.index()
         object_id, new = _ids(
-            index, client_ids, positions, partial(self._fresh, floor=index.max_id)
+            index, client_ids, positions, partial(self._fresh, floor=index.max_id, hold=True)
         )
         self._spare = self._spare[int(new.sum()) :]  # given now: the next group's follow on
         self._held += 1 if len(object_id) else 0
