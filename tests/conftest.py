@@ -146,6 +146,10 @@ BUCKET = "catalog-lake-tests"
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory) -> str:
     """A SeaweedFS S3 server on 127.0.0.1 for the session; AWS_* point at it."""
+    if os.environ.get("FAKETIME"):
+        # `make test`'s second pass moves the clock a year ahead (libfaketime). The server,
+        # a static Go binary, keeps the real time and refuses requests signed a year off.
+        pytest.skip("the clock is moved (FAKETIME) and the S3 server's is not")
     with seaweed(tmp_path_factory.mktemp("seaweed")) as endpoint:
         os.environ.update(aws_env(endpoint))
         make_bucket(endpoint, BUCKET)

@@ -12,6 +12,9 @@ from catalog_lake import Catalog
 from catalog_lake.backfill import backfill
 from tests.conftest import make_item
 
+#: Prices, windows and ages follow the clock: `make test` runs these a year ahead too.
+pytestmark = pytest.mark.clock
+
 FEEDS = sorted((Path(__file__).parents[1] / "data" / "feeds").glob("*.json"))
 
 

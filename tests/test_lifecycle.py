@@ -20,6 +20,9 @@ from catalog_lake.feeds import ingest
 from catalog_lake.metrics import apply_metrics
 from tests.conftest import Ticking, kill_after, make_item
 
+#: Prices, windows and ages follow the clock: `make test` runs these a year ahead too.
+pytestmark = pytest.mark.clock
+
 
 def _push(catalog: Catalog, *ids: str, **changes) -> dict:
     return catalog.push({"items": [make_item(client_item_id=i, **changes) for i in ids]})

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
+
+import pytest
 
 from catalog_lake.maintain import maintain
 from tests.conftest import make_item
+
+#: Prices, windows and ages follow the clock: `make test` runs these a year ahead too.
+pytestmark = pytest.mark.clock
 
 
 def windowed(client_item_id: str, start: str, end: str) -> dict:
@@ -74,3 +80,38 @@ def test_maintain_counts_only_records_it_changed(catalog, clock):
     assert report["repriced"] == 0  # the record was written inside its window already
     clock.now += timedelta(days=11)
     assert maintain(catalog, compact=False, vacuum=False)["repriced"] == 1
+
+
+@pytest.mark.skipif(
+    bool(os.environ.get("FAKETIME")),
+    reason="a file's age is its time stamp, which the kernel keeps on the real clock",
+)
+def test_data_files_no_commit_names_are_vacuumed_once_past_the_retention(run, tmp_path):
+    """What a killed writer leaves: files written for a group whose commit never came."""
+    import json
+
+    from catalog_lake import Catalog
+    from catalog_lake.datafiles import write_files
+
+    feed = tmp_path / "feed.json"
+    feed.write_text(json.dumps({"items": [make_item(client_item_id=f"o{i}") for i in range(3)]}))
+    assert run("push", str(feed)).exit_code == 0
+    lake = Catalog(tmp_path / "lake").lake
+    orphans = []
+    for name in ("items", "records"):
+        filesystem, root = lake.filesystem(name)
+        rows = lake.read(name)
+        orphans += [
+            tmp_path / "lake" / name / f.path for f in write_files(filesystem, root, name, rows)
+        ]
+    assert all(p.exists() for p in orphans)
+
+    kept = run("maintain", "--json")  # the default retention: a writer may still commit them
+    assert kept.exit_code == 0 and all(p.exists() for p in orphans)
+    done = run("maintain", "--retention-hours", "0", "--json")
+    assert done.exit_code == 0, done.output
+    assert not any(p.exists() for p in orphans)
+    tables = json.loads(done.output)["tables"]
+    assert tables["items"]["files_vacuumed"] >= 1 and tables["records"]["files_vacuumed"] >= 1
+    assert run("records", "--json").exit_code == 0
+    assert len(Catalog(tmp_path / "lake").records()) == 3

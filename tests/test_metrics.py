@@ -15,6 +15,9 @@ from catalog_lake.lake import Lake
 from catalog_lake.metrics import apply_metrics
 from tests.conftest import make_item
 
+#: Prices, windows and ages follow the clock: `make test` runs these a year ahead too.
+pytestmark = pytest.mark.clock
+
 
 @pytest.fixture
 def pushed(catalog):
@@ -97,17 +100,17 @@ def test_metrics_killed_between_its_commits_is_seen_by_check_and_finished_by_rep
     crashing.lake = RecordsFail(catalog.lake.uri)
     with pytest.raises(LakeError, match="items were updated, records were not"):
         apply_metrics(crashing, metrics)
-    report = check(Catalog(catalog.lake.uri), derive=False)
+    report = check(Catalog(catalog.lake.uri, clock=catalog.clock), derive=False)
     (lagging,) = [v for v in report["violations"] if "likes or sales" in v["rule"]]
     assert lagging["examples"] == ["GROC-DAL-1KG"]
-    repaired = Catalog(catalog.lake.uri).repair()
+    repaired = Catalog(catalog.lake.uri, clock=catalog.clock).repair()
     assert repaired == [
         {"repaired": "metrics", "records_resynced": 1, "examples": ["GROC-DAL-1KG"]}
     ]
-    records = Catalog(catalog.lake.uri).records().set_index("client_item_id")
+    records = Catalog(catalog.lake.uri, clock=catalog.clock).records().set_index("client_item_id")
     assert (records.at["GROC-DAL-1KG", "likes"], records.at["GROC-DAL-1KG", "sales"]) == (40, 7)
-    assert check(Catalog(catalog.lake.uri))["ok"]
-    assert Catalog(catalog.lake.uri).repair() == []
+    assert check(Catalog(catalog.lake.uri, clock=catalog.clock))["ok"]
+    assert Catalog(catalog.lake.uri, clock=catalog.clock).repair() == []
 
 
 def test_metrics_reports_speak_plainly_and_stay_small(catalog, tmp_path):

@@ -9,6 +9,9 @@ import pytest
 
 from catalog_lake import Catalog
 
+#: Prices, windows and ages follow the clock: `make test` runs these a year ahead too.
+pytestmark = pytest.mark.clock
+
 ROOT = Path(__file__).parents[1]
 BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
 # The library overview first, then reading the tables from pandas, DuckDB and Polars.

@@ -14,6 +14,9 @@ from catalog_lake import Catalog
 from catalog_lake.records import Synonyms
 from tests.conftest import DELETE, NOW, make_item
 
+#: Prices, windows and ages follow the clock: `make test` runs these a year ahead too.
+pytestmark = pytest.mark.clock
+
 DAY = timedelta(days=1)
 
 

@@ -10,8 +10,10 @@ import multiprocessing
 import os
 import pickle
 import signal
+from datetime import timedelta
 
 import pandas as pd
+import pytest
 
 from catalog_lake import Catalog, check
 from catalog_lake import feeds as feeds_module
@@ -19,7 +21,7 @@ from catalog_lake.feeds import ingest
 from catalog_lake.sources import discover
 from catalog_lake.staged import Outline, Written
 from catalog_lake.workers import LOCAL_HTTP
-from tests.conftest import Ticking
+from tests.conftest import Clock, Ticking
 from tests.test_workers import ONE_FILE_PER_GROUP, _run, _table, _without_request_ids, source
 
 __all__ = ["source"]  # the feeds of test_workers, with a later update and a broken file
@@ -107,7 +109,7 @@ def test_a_worker_killed_mid_run_leaves_the_lake_a_clean_run_makes(tmp_path, clo
     _same_lake(catalog, alone)
 
 
-def _coordinate_and_die(lake: str, source: str, address: str, die_at: int) -> None:
+def _coordinate_and_die(lake: str, source: str, address: str, die_at: int, clock) -> None:
     """An ingest on a running cluster whose process is SIGKILLed in its ``die_at``th items commit.
 
     Its group's ``raw`` rows have landed, its data files are written, its
@@ -125,27 +127,31 @@ def _coordinate_and_die(lake: str, source: str, address: str, die_at: int) -> No
         return commit(self, name, staged, metadata, fence, claim)
 
     Lake.commit_files = dying
-    ingest(Catalog(lake), source, batch_size=2, group_items=ONE_FILE_PER_GROUP,
+    ingest(Catalog(lake, clock=clock), source, batch_size=2, group_items=ONE_FILE_PER_GROUP,
            dask_address=address)  # fmt: skip
 
 
+@pytest.mark.clock
 def test_a_coordinator_killed_between_commits_is_repaired_to_the_lake_a_clean_run_makes(
     tmp_path, clock, source
 ):
     from distributed import LocalCluster
 
     alone, _ = _run(tmp_path, clock, source, "alone", workers=0)
+    later = Clock(clock.now + timedelta(hours=1))
     lake = str(tmp_path / "helped")
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=LOCAL_HTTP) as cluster:
         address = cluster.scheduler_address
         dying = multiprocessing.get_context("spawn").Process(
-            target=_coordinate_and_die, args=(lake, str(source), address, 3)
+            target=_coordinate_and_die, args=(lake, str(source), address, 3, Ticking(later))
         )
         dying.start()
         dying.join(timeout=300)
         assert dying.exitcode == -signal.SIGKILL
 
-        catalog = Catalog(lake)  # the dead run's clock: a later push must be later
+        # One clock for every run, as `alone`'s: prices follow it. The repair's pushes come
+        # after the dead run's, so their times must too.
+        catalog = Catalog(lake, clock=Ticking(Clock(later.now + timedelta(hours=1))))
         assert catalog.interrupted()  # raw rows without their pushes row
         summary = ingest(catalog, source, batch_size=2, group_items=ONE_FILE_PER_GROUP,
                          dask_address=address)  # fmt: skip

@@ -576,8 +576,23 @@ class Lake(Upserts):
             done.append(name)
         return done
 
-    def tidy(self, name: str, *, compact: bool, vacuum: bool, retention_hours: int) -> dict:
-        """Compact small files and vacuum unreferenced ones older than the retention."""
+    def tidy(
+        self,
+        name: str,
+        *,
+        compact: bool,
+        vacuum: bool,
+        retention_hours: int,
+        keep_versions: Any = (),
+    ) -> dict:
+        """Compact small files; vacuum what no kept version names, once past the retention.
+
+        The vacuum is full: besides files that commits removed, it deletes data
+        files that no commit ever named (a killed writer's, a worker group
+        redone), as ``datafiles`` promises, once they are older than the
+        retention. ``keep_versions`` keeps every file of those versions
+        (the ``sync`` cursors' snapshots), whatever their age.
+        """
         table = self.table(name)
         if table is None:
             return {}
@@ -593,13 +608,28 @@ class Lake(Upserts):
             done["files_added"] = metrics.get("numFilesAdded", 0)
             done["files_removed"] = metrics.get("numFilesRemoved", 0)
         if vacuum:
-            removed = self.table(name).vacuum(  # type: ignore[union-attr]
+            latest = self.table(name)
+            assert latest is not None
+            kept = [v for v in keep_versions if self._has_version(name, v, latest)]
+            removed = latest.vacuum(
                 retention_hours=retention_hours,
                 dry_run=False,
                 enforce_retention_duration=False,
+                full=True,
+                keep_versions=kept or None,
             )
             done["files_vacuumed"] = len(removed)
         return done
+
+    def _has_version(self, name: str, version: int, latest: DeltaTable) -> bool:
+        """Whether the log still holds ``version`` (vacuum refuses to keep one it lacks)."""
+        if version > latest.version():
+            return False
+        try:
+            self.snapshot(name, version, latest)
+        except (DeltaError, OSError):
+            return False  # its log was cleaned up: no reader can load it, nothing to keep
+        return True
 
     # --- reads --------------------------------------------------------------
 

@@ -11,7 +11,6 @@ import time
 from datetime import datetime
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 
 from . import reads
@@ -79,26 +78,18 @@ def changed_records(catalog: Catalog, derived: pa.Table) -> pa.Table:
     return derived.filter(changed_rows(derived, stored, "client_item_id", compared))
 
 
-def cursor_retention(catalog: Catalog, now: datetime) -> int:
-    """Hours of removed records files that the oldest ``sync`` cursor still needs, or 0.
+def kept_versions(catalog: Catalog) -> list[int]:
+    """The records versions whose files a ``sync`` cursor still needs: vacuum keeps them.
 
-    A cursor at version v reads the files of v's snapshot; every one removed
-    since was removed after v was committed, so keeping removed files for
-    as long as v is old keeps them all (issue 27: a vacuum under a cursor
-    made its next ``changes`` fail).
+    A cursor at version v reads v's snapshot; vacuum keeps those files by
+    version (deltalake's ``keep_versions``), not by age. An age would compare
+    Delta's commit stamps with some other clock, and the catalog's clock is
+    not Delta's (issue 50: a test clock a month ahead of the commits, or a
+    calendar that moved on, kept too little).
     """
-    from .changes import needed_version
+    from .changes import cursors
 
-    version = needed_version(catalog.lake)
-    table = catalog.lake.table("records")
-    if version is None or table is None:
-        return 0
-    times = [c["timestamp"] for c in table.history() if c.get("version") == version]
-    if not times:
-        return 0
-    committed = pd.Timestamp(times[0], unit="ms", tz="UTC")
-    age = pd.Timestamp(now).tz_convert("UTC") - committed
-    return int(age.total_seconds() // 3600) + 2
+    return sorted({c["version"] for c in cursors(catalog.lake)})
 
 
 def maintain(
@@ -120,15 +111,16 @@ def maintain(
         "retention_hours": retention_hours,
         "tables": {},
     }
-    kept = cursor_retention(catalog, started_at)
-    if kept > retention_hours:
-        report["records_retention_hours"] = kept  # a sync cursor still needs older files
+    kept = kept_versions(catalog)
+    if kept:
+        report["records_kept_versions"] = kept  # a sync cursor still reads their files
     for name in TABLES:
         done = catalog.lake.tidy(
             name,
             compact=compact,
             vacuum=vacuum,
-            retention_hours=max(retention_hours, kept) if name == "records" else retention_hours,
+            retention_hours=retention_hours,
+            keep_versions=kept if name == "records" else (),
         )
         # A compaction is one large commit: checkpoint it so no one replays it.
         if catalog.lake.checkpoint([name]):
