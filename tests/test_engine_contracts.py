@@ -13,6 +13,7 @@ backslashes, products without a variant group, and unknown stock.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 
 import pytest
@@ -160,6 +161,37 @@ def test_typesense_documents_match_the_collection_and_group_apart(hostile):
     assert groups["TEE-S"] == groups["TEE-M"] == "group:TEE"
 
 
+def test_meilisearch_filter_values_past_its_limit_are_reported_and_groups_stay_apart(tmp_path):
+    from meilisearch_python_sdk.models.settings import MeilisearchSettings
+
+    from catalog_lake.exports import FILTER_VALUE_BYTES
+
+    catalog = Catalog(tmp_path / "lake")
+    shared = "सूती कुर्ता " * 40  # 640 bytes of Devanagari: two groups alike in their first 468
+    items = [
+        _item("KURTA-RED", variant_group_id=shared + "red"),
+        _item("KURTA-BLUE", variant_group_id=shared + "blue"),
+        _item("LONG-TAG", attributes__brand="Brand " * 100, variant_group_id=None),
+        _item("PLAIN", variant_group_id=None),
+    ]
+    catalog.push({"items": items})
+    lines, report = _export(catalog, "meilisearch")
+    documents = {d["client_item_id"]: d for d in map(json.loads, lines)}
+    groups = {name: documents[name]["group_key"] for name in documents}
+    assert groups["KURTA-RED"] != groups["KURTA-BLUE"]
+    assert all(len(g.encode()) <= FILTER_VALUE_BYTES for g in groups.values())
+    assert groups["KURTA-RED"][:FILTER_VALUE_BYTES] != groups["KURTA-BLUE"][:FILTER_VALUE_BYTES]
+    assert groups["PLAIN"].startswith("item:")  # a short key is kept as it was
+    long_brand = str(documents["LONG-TAG"]["object_id"])
+    assert report["long_filter_values"] == 1 and report["long_filter_values_ids"] == [long_brand]
+    settings = MeilisearchSettings(**index_settings("meilisearch"))
+    assert "group_key" == settings.distinct_attribute
+    again, _ = _export(catalog, "meilisearch")  # the same keys, sync after sync
+    assert [json.loads(line)["group_key"] for line in again] == [
+        json.loads(line)["group_key"] for line in lines
+    ]
+
+
 # --- Elasticsearch and OpenSearch -------------------------------------------------------
 
 
@@ -200,6 +232,54 @@ def test_a_trimmed_text_ends_at_a_word_or_a_whole_grapheme(hostile, budget):
         assert not unicodedata.category(following).startswith("M"), client_id
         if client_id == "DEVANAGARI":
             assert following == " "  # the cut ends at a word
+
+
+#: Texts of whole emoji clusters without a space, so no cut can end at a word.
+CLUSTERS = {
+    "FLAGS": "🇮🇳🇯🇵🇧🇷" * 900,  # pairs of regional indicators
+    "FAMILY": "👨\u200d👩\u200d👧\u200d👦" * 700,  # joined by zero-width joiners
+    "SKIN": "👍🏽👋🏿" * 1_200,  # emoji and their skin-tone modifiers
+    "KEYCAP": "1\ufe0f\u20e3" * 2_000,  # a digit, a variation selector, a keycap mark
+    "ENGLAND": "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f" * 500,  # tags
+}
+
+
+@pytest.mark.parametrize("budget", [2_000, 2_001, 2_002, 2_003, 5_000, 9_999])
+def test_a_trim_never_cuts_a_flag_or_an_emoji_in_half(tmp_path, budget):
+    import regex
+
+    catalog = Catalog(tmp_path / "lake")
+    items = [
+        _item(name, description=text, variant_group_id=None) for name, text in CLUSTERS.items()
+    ]
+    assert catalog.push({"items": items})["catalog_push_failed_product_count"] == "0"
+    lines, report = _export(catalog, "meilisearch", max_record_bytes=budget)
+    assert report["too_large"] == 0
+    for document in map(json.loads, lines):
+        original = CLUSTERS[document["client_item_id"]]
+        assert _bytes(document) <= budget
+        kept = document["description"].removesuffix("…")
+        assert kept and original.startswith(kept)
+        ends = set(itertools.accumulate(len(c) for c in regex.findall(r"\X", original)))
+        assert len(kept) in ends, (document["client_item_id"], kept[-3:])
+
+
+def test_a_text_of_quote_marks_is_cut_to_what_fits_not_dropped(tmp_path):
+    catalog = Catalog(tmp_path / "lake")
+    quoted = 'He said "yes" ' * 700  # about a third of its bytes are escaped quotes
+    catalog.push({"items": [_item("SAID", description=quoted, variant_group_id=None),
+                            _item("QUOTES", description='"' * 6_000, variant_group_id=None)]})  # fmt: skip
+    lines, report = _export(catalog, "algolia")
+    documents = {r["body"]["client_item_id"]: r["body"] for line in lines
+                 for r in json.loads(line)["requests"]}  # fmt: skip
+    assert report["trimmed"] == 2 and report["too_large"] == 0
+    for client_id, original in (("SAID", quoted), ("QUOTES", '"' * 6_000)):
+        kept = documents[client_id]["description"].removesuffix("…")
+        assert original.startswith(kept)
+        assert _bytes(documents[client_id]) <= RECORD_BYTES["algolia"]
+        # All but the record's other fields and a little slack: nothing like a drop.
+        escaped = len(json.dumps(kept)) - 2
+        assert escaped > RECORD_BYTES["algolia"] - 1_500, (client_id, escaped)
 
 
 def test_the_export_command_reports_what_it_trimmed_and_left_out(hostile, tmp_path):

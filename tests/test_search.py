@@ -375,3 +375,39 @@ def test_search_on_a_missing_lake_says_so_and_creates_nothing(run, tmp_path):
         "--lake at an existing lake\n"
     )
     assert not (tmp_path / "nolake").exists()
+
+
+def _hold_the_index_writer(folder: str, seconds: float, ready) -> None:
+    """Another process's search, catching up: it holds the index's writer for a while."""
+    import time
+
+    import tantivy
+
+    writer = tantivy.Index.open(folder).writer(heap_size=15_000_000, num_threads=1)
+    ready.set()
+    time.sleep(seconds)
+    writer.rollback()
+
+
+def test_a_search_after_a_delete_never_shows_the_item_while_another_holds_the_index(tmp_path):
+    import multiprocessing
+
+    catalog = Catalog(tmp_path / "lake")
+    catalog.push(
+        {"items": [make_item(client_item_id=c, name=f"Atta {c}", variant_group_id=c) for c in "ab"]}
+    )
+    assert catalog.search("atta")["nb_hits"] == 2  # the index holds both
+    context = multiprocessing.get_context("spawn")
+    ready = context.Event()
+    holder = context.Process(
+        target=_hold_the_index_writer, args=(str(index_folder(catalog.lake)), 3.0, ready)
+    )
+    holder.start()
+    try:
+        assert ready.wait(60)
+        catalog.delete(["a"])  # returned: every search that starts now must miss it
+        for searcher in (catalog, Catalog(tmp_path / "lake")):  # this process, and a new one
+            found = searcher.search("atta")
+            assert [h["object_id"] for h in found["hits"]] == ["2"], found["index"]
+    finally:
+        holder.join(60)

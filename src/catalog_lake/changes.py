@@ -20,6 +20,7 @@ files, which ``maintain`` keeps while a ``sync`` cursor needs them.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -157,7 +158,9 @@ def write_changes(
       their own, so the ids go to ``deletes`` as one JSON array (``[]`` when none).
 
     The upserts are held to ``max_record_bytes`` as ``write_export`` holds
-    them; its report is returned.
+    them; its report is returned. A record left out, over its budget even
+    trimmed, is deleted like the records deleted in the range
+    (``_with_too_large``).
 
     Raises:
         CatalogLakeError: an unknown format, or deletions for a format that takes
@@ -170,20 +173,29 @@ def write_changes(
             "deletes",
         )
     report = write_export(found.upserts, fmt, output, max_record_bytes=max_record_bytes)
-    ids = pl.Series("key", found.deletes.cast(pa.int64()).to_pylist(), pl.Int64).cast(pl.String)
+    gone = _with_too_large(found.deletes, report)
     if fmt in SEPARATE_DELETES:
+        if deletes is None and len(gone):
+            raise UsageError(
+                f"{len(report.too_large):,} record(s) over max_record_bytes must be deleted from "
+                f"the engine, and {fmt} takes deletions in a request of its own; give deletes a "
+                "file to write them to",
+                "deletes",
+            )
         if deletes is not None:
-            text = _id_array(found.deletes)
+            text = _id_array(gone)
             deletes.write(text if _is_text(deletes) else text.encode())
         return report
+    ids = pl.Series("key", gone).cast(pl.String)
     if not len(ids):
         return report
     key = pl.col("key")
     if fmt == "jsonl":
         lines = pl.concat_str([pl.lit('{"op":"delete","object_id":"'), key, pl.lit('"}')])
     elif fmt == "algolia":
-        request = pl.concat_str([pl.lit('{"action":"deleteObject","body":{"objectID":"'), key,
-                                 pl.lit('"}}')])  # fmt: skip
+        request = pl.concat_str(
+            [pl.lit('{"action":"deleteObject","body":{"objectID":"'), key, pl.lit('"}}')]
+        )
         frame = ids.to_frame().select(
             request.alias("request"), (pl.int_range(pl.len()) // 1000).alias("body")
         )
@@ -198,14 +210,26 @@ def write_changes(
     return report
 
 
+def _with_too_large(deletes: pa.Array, report: Exported) -> pa.Array:
+    """The deleted ids and those of records left out for their size, ascending.
+
+    A record over its budget is not in the file, so the engine would keep its
+    older version for good (issue 50: a price cut never reaching Algolia): it
+    is deleted there instead, and the report names it.
+    """
+    ids = deletes.cast(pa.int64())
+    if report.too_large:
+        left_out = pa.array(report.too_large, pa.string()).cast(pa.int64())
+        ids = pa.concat_arrays([ids, left_out]).unique().sort()
+    return ids
+
+
 def _id_array(deletes: pa.Array) -> str:
     """Deleted ids as Meilisearch's and Typesense's deletions take them: a JSON array of text."""
     return "[" + ",".join(f'"{i}"' for i in deletes.cast(pa.int64()).to_pylist()) + "]\n"
 
 
 def _is_text(stream: Any) -> bool:
-    import io
-
     return isinstance(stream, io.TextIOBase)
 
 
@@ -287,25 +311,20 @@ def sync(
     """
     require_format(fmt)
     place = Target.of(target)
+    index = None
     if apply is not None:
         from .loaders import check
 
-        check(fmt, apply)  # before anything is written
+        index = check(fmt, apply)  # before anything is written
     lake = catalog.lake
     lake.require()
     lake.ensure()
     table = lake.table("records")
     latest = table.version() if table is not None else 0
     manifest, new = place.claim(
-        resolved_lake_uri(lake.uri), lake.identity() or "", fmt, now or catalog.clock()
+        resolved_lake_uri(lake.uri), lake.identity() or "", fmt, now or catalog.clock(), full=full
     )
     previous = None if full or new else cursor(lake, place.key)
-    if previous is not None and previous["format"] != fmt:
-        raise UsageError(
-            f"{target} was synced as {previous['format']}, not {fmt}; use another target "
-            "for another format, or start this one again with full",
-            "full",
-        )
     if previous is not None and previous["version"] >= latest:
         return {"target": place.key, "format": fmt, "from_version": previous["version"],
                 "to_version": latest, "upserts": 0, "deletes": 0, "file": None,
@@ -317,38 +336,20 @@ def sync(
     else:
         found = changes(lake, previous["version"], latest)
         name = f"{latest:020d}-since-{previous['version']:020d}.{_SUFFIX[fmt]}"
-    deletes = len(found.deletes)
-    path: str | None = place.join(name)
-    deletes_path: str | None = None
-    if fmt in SEPARATE_DELETES:
-        # Documents and deletions go in requests of their own, and an engine refuses an
-        # empty payload (issue 43): a file only for what the range holds.
-        path = path if found.upserts.num_rows else None
-        if deletes:
-            deletes_path = place.join(name + ".deletes.json")
-            place.write(deletes_path, lambda out: out.write(_id_array(found.deletes)))
-        found = Changes(found.since, found.until, found.upserts, found.deletes.slice(0, 0))
-    exported = Exported()
-    if path is not None:
-
-        def write(out: Any) -> None:
-            nonlocal exported
-            exported = write_changes(found, fmt, out, max_record_bytes=max_record_bytes)
-
-        place.write(path, write)
+    path, deletes_path, exported, deletes = _write_range(place, name, found, fmt, max_record_bytes)
     fitted = exported.summary()
     applied = None
-    if apply is not None and (path or deletes_path):
-        from .loaders import apply as load
+    if index is not None and (path or deletes_path):
+        from .loaders import load
 
-        applied = load(fmt, apply, path, deletes_path, place.read)
+        applied = load(index, path, deletes_path, place.read)
     row = {
         "target": place.key,
         "format": fmt,
         "version": latest,
         "synced_at": now or catalog.clock(),
         "file": path or deletes_path,
-        "upserts": found.upserts.num_rows,
+        "upserts": found.upserts.num_rows - len(exported.too_large),
         "deletes": deletes,
     }
     lake.append("cursors", pa.Table.from_pylist([row], schema=CURSORS),
@@ -365,9 +366,48 @@ def sync(
         "trimmed": fitted["trimmed"],
         "too_large": fitted["too_large"],
         **({"too_large_ids": fitted["too_large_ids"]} if fitted["too_large"] else {}),
+        **{k: v for k, v in fitted.items() if k.startswith("long_filter_values")},
         **({"applied": applied} if apply is not None else {}),
         "lake_id": manifest["lake_id"],
     }
+
+
+def _write_range(
+    place: Target, name: str, found: Changes, fmt: str, max_record_bytes: int | None
+) -> tuple[str | None, str | None, Exported, int]:
+    """Write a range's file(s) in the target: documents, and deletions where apart; the count.
+
+    Meilisearch and Typesense take documents and deletions in requests of their
+    own, and an engine refuses an empty payload (issue 43): a file only for
+    what the range holds. Deletions come last, since records left out for their
+    size are deleted too (``write_changes``). Returns the documents' file and
+    the deletions' (None where not written), the export's report, and how
+    many objects the range deletes from the engine.
+    """
+    path = place.join(name)
+    exported = Exported()
+    side = io.StringIO() if fmt in SEPARATE_DELETES else None
+
+    def write(out: Any) -> None:
+        nonlocal exported
+        exported = write_changes(found, fmt, out, side, max_record_bytes=max_record_bytes)
+
+    if found.upserts.num_rows or fmt not in SEPARATE_DELETES:
+        place.write(path, write)
+    else:
+        write(io.StringIO())  # no documents: only the deletions, into ``side``
+    deletes = len(_with_too_large(found.deletes, exported))
+    if side is None:
+        return path, None, exported, deletes
+    documents = path if found.upserts.num_rows > len(exported.too_large) else None
+    if documents is None and found.upserts.num_rows:
+        place.remove(path)  # every record was over its budget: nothing for the engine
+    deletes_path = None
+    if deletes:
+        deletes_path = place.join(name + ".deletes.json")
+        text = side.getvalue()
+        place.write(deletes_path, lambda out: out.write(text))
+    return documents, deletes_path, exported, deletes
 
 
 def needed_version(lake: Lake) -> int | None:

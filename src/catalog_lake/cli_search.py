@@ -8,6 +8,7 @@ and ``search`` asks the embedded index. ``cli.py`` adds them to its ``app``.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import typer
 
 from .cli_options import AlwaysJson, JsonOption, LakeOption, StorageOptions, fail, open_catalog
 from .errors import UsageError
+from .exports import FILTER_VALUE_BYTES, MAX_RECORD_BYTES
 from .terminal import count, print_json
 
 app = typer.Typer()
@@ -43,8 +45,13 @@ def written(output: str):
     partial.replace(output)
 
 
-def to_output(output: str, write):
-    """``write(stream)`` to standard output (``-``) or to a file that appears once complete."""
+def to_output(output: str | None, write):
+    """``write(stream)`` to standard output (``-``) or to a file that appears once complete.
+
+    ``None``: nothing to write, so no file (``write`` still runs, into nothing).
+    """
+    if output is None:
+        return write(io.StringIO())
     if output == "-":
         return write(sys.stdout)
     with written(output) as handle:
@@ -63,21 +70,34 @@ MaxRecordBytes = Annotated[
     int | None,
     typer.Option(
         min=1,
+        max=MAX_RECORD_BYTES,
         help="Largest record, in UTF-8 bytes of its JSON; longer texts are trimmed to fit "
         "(default: the engine's own, 10000 for algolia; none for the others).",
     ),
 ]
 
 
-def say_fitted(summary: dict) -> None:
-    """On stderr, the records trimmed to fit their budget and those left out."""
+def say_fitted(summary: dict, *, deleted: bool = False) -> None:
+    """On stderr, the records trimmed to fit their budget and those left out.
+
+    ``deleted``: the records left out are deleted from the engine (a range of
+    changes), not only missing from a whole export.
+    """
     budget = summary["max_record_bytes"]
     if summary["trimmed"]:
-        print(f"{count(summary['trimmed'], 'record')} trimmed to {budget:,} bytes: "
-              f"{', '.join(summary['trimmed_ids'][:10])}", file=sys.stderr)  # fmt: skip
+        ids = ", ".join(summary["trimmed_ids"][:10])
+        print(f"{count(summary['trimmed'], 'record')} trimmed to {budget:,} bytes: {ids}",
+              file=sys.stderr)  # fmt: skip
     if summary["too_large"]:
-        print(f"{count(summary['too_large'], 'record')} left out, over {budget:,} bytes even "
-              f"trimmed: {', '.join(summary['too_large_ids'][:10])}", file=sys.stderr)  # fmt: skip
+        ids = ", ".join(summary["too_large_ids"][:10])
+        fate = "left out and deleted from the engine" if deleted else "left out"
+        print(f"{count(summary['too_large'], 'record')} {fate}, over {budget:,} bytes even "
+              f"trimmed: {ids}", file=sys.stderr)  # fmt: skip
+    if summary.get("long_filter_values"):
+        ids = ", ".join(summary["long_filter_values_ids"][:10])
+        print(f"{count(summary['long_filter_values'], 'record')} with a filter value over "
+              f"Meilisearch's {FILTER_VALUE_BYTES} bytes, which it filters by their first "
+              f"{FILTER_VALUE_BYTES}: {ids}", file=sys.stderr)  # fmt: skip
 
 
 def summary_on_stdout(as_json: bool, output: str) -> None:
@@ -150,27 +170,41 @@ def changes(
             "deletes_output",
         )
     found = catalog.changes(since, until)
+    # An engine that takes documents apart refuses an empty payload: no file for no upserts.
+    if engine in SEPARATE_DELETES and not found.upserts.num_rows and output != "-":
+        output = None
+
+    def write(stream, side=None):
+        return write_changes(found, engine, stream, side, max_record_bytes=max_record_bytes)
+
     if deletes_output:
         with written(deletes_output) as side:
-            fitted = to_output(output, lambda stream: write_changes(
-                found, engine, stream, side, max_record_bytes=max_record_bytes))  # fmt: skip
+            fitted = to_output(output, lambda stream: write(stream, side))
     else:
-        fitted = to_output(output, lambda stream: write_changes(
-            found, engine, stream, max_record_bytes=max_record_bytes))  # fmt: skip
+        fitted = to_output(output, write)
     summary = fitted.summary()
     if as_json:
         print_json(
-            {"format": engine, "since": found.since, "until": found.until,
-             "upserts": found.upserts.num_rows, "deletes": len(found.deletes),
-             "trimmed": summary["trimmed"], "too_large": summary["too_large"],
-             "output": output, "deletes_output": deletes_output}
-        )  # fmt: skip
+            {
+                "format": engine,
+                "since": found.since,
+                "until": found.until,
+                "upserts": found.upserts.num_rows - summary["too_large"],
+                "deletes": len(found.deletes) + summary["too_large"],  # left out: deleted
+                "trimmed": summary["trimmed"],
+                "too_large": summary["too_large"],
+                "output": output,
+                "deletes_output": deletes_output,
+            }
+        )
         return
-    say_fitted(summary)
+    say_fitted(summary, deleted=True)
     sys.stdout.flush()  # the changes first, then the count, in a pipe too
+    upserts = found.upserts.num_rows - summary["too_large"]
     print(
-        f"versions {found.since} to {found.until}: {found.upserts.num_rows:,} upserts, "
-        f"{len(found.deletes):,} deletes",
+        f"versions {found.since} to {found.until}: {upserts:,} upserts, "
+        f"{len(found.deletes) + summary['too_large']:,} deletes"
+        + ("" if output is not None else " (no upserts: no documents file written)"),
         file=sys.stderr,
     )
 

@@ -16,6 +16,7 @@ id); a product's variants share ``variant_group_id``, shown once per group.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -292,6 +293,9 @@ EXPORT_CHUNK = 50_000
 #: engines document no bound per document that a record can reach. ``max_record_bytes``
 #: sets or raises a budget for any format (issue 43).
 RECORD_BYTES = {"algolia": 10_000}
+#: The largest budget taken: past any engine's whole request (Elasticsearch's
+#: ``http.max_content_length`` is 100 MB), and within the 64-bit sizes it is compared with.
+MAX_RECORD_BYTES = 1 << 30
 #: Texts a record over its budget gives up, in this order: the description (searched
 #: last, as ``unordered``), then the name. Never an id, a price or a filter value.
 TRIMMABLE = ("description", "product_name")
@@ -315,10 +319,12 @@ class Exported:
     max_record_bytes: int | None = None
     trimmed: list[str] = field(default_factory=list)
     too_large: list[str] = field(default_factory=list)
+    #: Records with a filter value past the engine's own limit (``FILTER_VALUE_BYTES``).
+    long_filter_values: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """The report as JSON-ready data: counts, and the first ``REPORTED_IDS`` ids."""
-        return {
+        summary = {
             "records": self.records,
             "max_record_bytes": self.max_record_bytes,
             "trimmed": len(self.trimmed),
@@ -326,6 +332,10 @@ class Exported:
             "too_large": len(self.too_large),
             "too_large_ids": self.too_large[:REPORTED_IDS],
         }
+        if self.long_filter_values:
+            summary["long_filter_values"] = len(self.long_filter_values)
+            summary["long_filter_values_ids"] = self.long_filter_values[:REPORTED_IDS]
+        return summary
 
 
 def write_export(
@@ -356,13 +366,16 @@ def write_export(
     """
     require_format(fmt)
     budget = max_record_bytes if max_record_bytes is not None else RECORD_BYTES.get(fmt)
-    if budget is not None and budget < 1:
-        raise UsageError(f"max_record_bytes must be 1 or more; got {budget}", "max_record_bytes")
+    if budget is not None and not 1 <= budget <= MAX_RECORD_BYTES:
+        raise UsageError(
+            f"max_record_bytes is 1 to {MAX_RECORD_BYTES:,}; got {budget:,}", "max_record_bytes"
+        )
     report = Exported(max_record_bytes=budget)
     chunk = max(batch, EXPORT_CHUNK - EXPORT_CHUNK % batch)  # Algolia bodies never straddle
     for start in range(0, records.num_rows, chunk):
         part = records.slice(start, chunk)
         frame = _documents(pl.from_arrow(part.select(EXPORTED)), fmt)
+        report.long_filter_values += _long_filter_values(frame, fmt)
         text = _encoded(frame, fmt)
         if budget is not None and (text["document"].str.len_bytes() > budget).any():
             frame = _fitted(frame, budget, report)  # rare: only then is anything encoded twice
@@ -385,7 +398,7 @@ def _documents(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
         .then(pl.concat_str([pl.lit("item:"), ids]))
         .otherwise(pl.concat_str([pl.lit("group:"), pl.col(ROLES.distinct)]))
     )
-    frame = frame.with_columns(group.alias(ROLES.group))
+    frame = _short_group_keys(frame.with_columns(group.alias(ROLES.group)))
     if fmt == "meilisearch":
         frame = frame.with_columns(
             pl.col(a).cast(pl.Int64).fill_null(-1).alias(_RANK + a) for a in ROLES.ranking
@@ -395,6 +408,50 @@ def _documents(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
     if fmt == "algolia":
         return frame.with_columns(ids.alias("objectID"))
     return frame
+
+
+#: Bytes of a filterable value an engine keeps: Meilisearch cuts facet and filter values
+#: at 468 bytes (its documented limit), the smallest of the engines'.
+FILTER_VALUE_BYTES = 468
+
+
+def _short_group_keys(frame: pl.DataFrame) -> pl.DataFrame:
+    """Group keys that no engine cuts: one past ``FILTER_VALUE_BYTES`` becomes its digest.
+
+    Two variant groups whose ids share their first 468 bytes would otherwise
+    be one group in Meilisearch, and show as one product (issue 50). The
+    digest (``group:sha256:…``) is computed in Python, for those rare long keys
+    alone: Polars' own hash is not stable across its versions, and a key must
+    stay the same from one sync to the next.
+    """
+    group = frame[ROLES.group]
+    long = group.str.len_bytes() > FILTER_VALUE_BYTES
+    if not long.any():
+        return frame
+    digests = {
+        key: "group:sha256:" + hashlib.sha256(key.encode()).hexdigest()
+        for key in group.filter(long).unique().to_list()
+    }
+    return frame.with_columns(pl.col(ROLES.group).replace(digests))
+
+
+def _long_filter_values(frame: pl.DataFrame, fmt: str) -> list[str]:
+    """Ids of documents with a filter value Meilisearch would cut at ``FILTER_VALUE_BYTES``.
+
+    Only Meilisearch cuts: filtering by such a value matches on its first 468
+    bytes, so the export says which records carry one, rather than nothing.
+    """
+    if fmt != "meilisearch":
+        return []
+    checks = []
+    for name in ROLES.filters:
+        if _kind(name) == "string":
+            checks.append(pl.col(name).str.len_bytes() > FILTER_VALUE_BYTES)
+        elif _kind(name) == "list":
+            longest = pl.col(name).list.eval(pl.element().str.len_bytes()).list.max()
+            checks.append(longest > FILTER_VALUE_BYTES)
+    long = frame.select(pl.any_horizontal(checks).fill_null(False)).to_series()
+    return frame["object_id"].filter(long).cast(pl.String).to_list()
 
 
 def _size() -> pl.Expr:
@@ -435,29 +492,67 @@ def _fitted(frame: pl.DataFrame, budget: int, report: Exported) -> pl.DataFrame:
 def _cut(column: str, excess: pl.Series) -> pl.Expr:
     """``column`` shortened by at least ``excess`` bytes, at a word or grapheme boundary.
 
-    Slices are in characters, never inside one; the share of characters kept is
-    the share of bytes kept, so several bytes a character cut alike. A cut that
-    would split a grapheme (a base and its combining marks, as in Devanagari)
-    drops the whole cluster; one with a space in its last 64 characters ends at
-    that word. ``ELLIPSIS`` marks what was cut.
+    ``excess`` is in bytes of the document's JSON, where a quote or a
+    backslash takes two and a control character six: the share of the text
+    kept is the share of its escaped bytes kept, so a text of quote marks is
+    cut by half as many characters as a plain one, not dropped (issue 50).
+    Slices are in characters, never inside one; a cut that would split a
+    grapheme drops the whole cluster (``_whole_graphemes``); one with a space
+    in its last 64 characters ends at that word. ``ELLIPSIS`` marks what was cut.
     """
     text = pl.col(column)
     excess = excess.cast(pl.Int64)  # lengths are UInt32: their products and differences wrap
-    have = text.str.len_bytes().cast(pl.Int64)
-    want = (have - pl.lit(excess) - len(ELLIPSIS.encode())).clip(lower_bound=0)
-    share = want.cast(pl.Float64) / have.clip(lower_bound=1)
+    # The text's own bytes in the document: its JSON member, less the name and punctuation.
+    escaped = pl.struct(text).struct.json_encode().str.len_bytes().cast(pl.Int64) - (
+        len(column) + 7
+    )
+    want = (escaped - pl.lit(excess) - len(ELLIPSIS.encode())).clip(lower_bound=0)
+    share = want.cast(pl.Float64) / escaped.clip(lower_bound=1)
     chars = (text.str.len_chars().cast(pl.Float64) * share).floor().cast(pl.Int64)
-    head = text.str.slice(0, chars)
-    split = text.str.slice(chars, 1).str.contains(r"^\p{M}")
-    head = pl.when(split).then(head.str.replace(r"\P{M}\p{M}*$", "")).otherwise(head)
+    head = _whole_graphemes(text, chars)
     worded = head.str.replace(r"\s+\S{0,64}$", "")
     head = pl.when(worded.str.len_chars() > 0).then(worded).otherwise(head)
-    shortened = pl.when(chars > 0).then(pl.concat_str([head, pl.lit(ELLIPSIS)])).otherwise(None)
+    shortened = pl.when(head.str.len_chars() > 0).then(pl.concat_str([head, pl.lit(ELLIPSIS)]))
     return (
         pl.when(text.is_null() | (pl.lit(excess) <= 0))
         .then(text)
-        .otherwise(shortened)
+        .otherwise(shortened.otherwise(None))
         .alias(column)
+    )
+
+
+#: What extends a grapheme cluster (UAX #29): combining marks and the variation selectors
+#: (``\p{M}``), emoji skin-tone modifiers, and the tag characters of subdivision flags.
+_EXTEND = r"\p{M}\x{1F3FB}-\x{1F3FF}\x{E0020}-\x{E007F}"
+#: The zero-width joiner, which joins two emoji into one (a family, a profession).
+_ZWJ = r"\x{200D}"
+#: Regional indicators: a flag is a pair of them, and a cut may fall between the two.
+_RI = r"\x{1F1E6}-\x{1F1FF}"
+#: The last cluster of a text: a base and its extenders, joined to others by ZWJs.
+_LAST_CLUSTER = rf"[^{_EXTEND}{_ZWJ}][{_EXTEND}]*(?:{_ZWJ}[^{_EXTEND}{_ZWJ}][{_EXTEND}]*)*{_ZWJ}?$"
+#: The last regional indicator of an odd run at a text's end: half of a flag.
+_HALF_FLAG = rf"((?:^|[^{_RI}])(?:[{_RI}]{{2}})*)[{_RI}]$"
+
+
+def _whole_graphemes(text: pl.Expr, chars: pl.Expr) -> pl.Expr:
+    """The first ``chars`` characters of ``text``, less a grapheme cluster the cut would split.
+
+    A cut splits a cluster when the next character extends it (a mark, a skin
+    tone, a tag, a joiner), when the kept part ends with a joiner, or between
+    the two regional indicators of a flag. Polars has no grapheme segmentation,
+    so these, the clusters a product text carries, are matched by their
+    Unicode classes, whole columns at a time.
+    """
+    head = text.str.slice(0, chars)
+    following = text.str.slice(chars, 1)
+    joined = following.str.contains(rf"^[{_EXTEND}{_ZWJ}]") | head.str.contains(rf"{_ZWJ}$")
+    half_flag = following.str.contains(rf"^[{_RI}]") & head.str.contains(_HALF_FLAG)
+    return (
+        pl.when(joined)
+        .then(head.str.replace(_LAST_CLUSTER, ""))
+        .when(half_flag)
+        .then(head.str.replace(_HALF_FLAG, "$1"))
+        .otherwise(head)
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import tantivy
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from . import reads
 from .errors import LakeError, SearchError
@@ -55,6 +56,9 @@ MAX_HITS_PER_PAGE = 1_000
 
 
 MAX_DEPTH = 10_000
+
+#: Seconds a search waits for another process to bring the index up to date.
+BUSY_WAIT = 60.0
 
 
 _FORMAT = "catalog-lake-search/4"
@@ -95,6 +99,31 @@ class SearchIndex:
     def follow(self) -> dict[str, Any]:
         """Bring the index to the lake's latest records version; what it took.
 
+        Never answers from an index behind the lake: while another process
+        holds the index's writer (its own search catching up), this waits for
+        it, then takes what it wrote, for ``BUSY_WAIT`` seconds at most (issue
+        50: a search right after a delete showed the deleted item).
+
+        Raises:
+            SearchError: another process held the index for longer.
+        """
+        retrying = Retrying(
+            retry=retry_if_result(lambda done: done["action"] == "busy"),
+            stop=stop_after_delay(BUSY_WAIT),
+            wait=wait_exponential(multiplier=0.02, max=0.5),
+            retry_error_callback=lambda state: self._held(),
+        )
+        return retrying(self._follow)
+
+    def _held(self) -> dict[str, Any]:
+        raise SearchError(
+            f"the search index {self.folder} was held by another process for {BUSY_WAIT:g} s "
+            "while it caught up with the lake; search again"
+        )
+
+    def _follow(self) -> dict[str, Any]:
+        """One try at ``follow``: ``busy`` when another process holds the index's writer.
+
         Applies the changes since the version it holds; builds it whole when it
         is missing, from another format, behind what the lake still keeps, or
         made for another lake. A path names a place, not a lake: an index is
@@ -118,7 +147,9 @@ class SearchIndex:
                 return {"action": "current", "version": latest, "seconds": 0.0}
             return self._rebuilt(latest, started, "built")
         if state["version"] == latest:
-            self.version = latest
+            if self.version != latest:  # another process brought it here: read what it wrote
+                self._index.reload()
+                self.version = latest
             return {"action": "current", "version": latest, "seconds": 0.0}
         try:
             found = reads_changes(self.lake, state["version"], latest)

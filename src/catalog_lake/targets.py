@@ -84,12 +84,16 @@ class Target:
         return manifest
 
     def claim(
-        self, lake_uri: str, lake_id: str, fmt: str, now: datetime
+        self, lake_uri: str, lake_id: str, fmt: str, now: datetime, *, full: bool = False
     ) -> tuple[dict[str, Any], bool]:
-        """The target's manifest for this lake, and whether it is new (written now).
+        """The target's manifest for this lake and format, and whether it is new (written now).
+
+        The manifest says the target's format from its first file on, so a
+        target whose first load failed (files written, no cursor yet) still
+        refuses another format. ``full`` starts the target again, in ``fmt``.
 
         Raises:
-            UsageError: the manifest names another lake.
+            UsageError: the manifest names another lake, or another format without ``full``.
         """
         manifest = self.manifest()
         if manifest is not None:
@@ -100,12 +104,36 @@ class Target:
                     f"another target, or empty this one first if this lake replaces that one",
                     "target",
                 )
-            return manifest, False
-        manifest = {"lake": lake_uri, "lake_id": lake_id, "format": fmt,
-                    "created_at": now.isoformat()}  # fmt: skip
+            if manifest.get("format", fmt) == fmt:
+                return manifest, False
+            if not full:
+                raise UsageError(
+                    f"{self.key} was synced as {manifest['format']}, not {fmt}; use another "
+                    "target for another format, or start this one again with full",
+                    "full",
+                )
+        manifest = {
+            "lake": lake_uri,
+            "lake_id": lake_id,
+            "format": fmt,
+            "created_at": now.isoformat(),
+        }
         text = json.dumps(manifest, indent=2) + "\n"
         self.write(self.join(MANIFEST), lambda out: out.write(text))
         return manifest, True
+
+    def remove(self, path: str) -> None:
+        """Delete a file of the target, if it is there."""
+        if self.local:
+            Path(path.removeprefix("file://")).unlink(missing_ok=True)
+            return
+        filesystem, key = self._filesystem(path)
+        try:
+            filesystem.delete_file(key)
+        except FileNotFoundError:
+            pass
+        except (OSError, pa.ArrowException) as exc:
+            raise LakeError(f"cannot delete {path}: {first_line(exc)}") from None
 
     def write(self, path: str, write: Writer) -> None:
         """Write one file whole, so a loader never reads half of it.
