@@ -19,7 +19,9 @@ commits keep the lake correct either way.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import logging
 import os
 import sys
 from contextlib import contextmanager
@@ -42,6 +44,7 @@ from prefect.variables import Variable  # noqa: E402
 
 from catalog_lake import (  # noqa: E402
     Catalog,
+    CatalogLakeError,
     IngestError,
     LakeError,
     PushError,
@@ -56,6 +59,7 @@ from catalog_lake.deletes import (  # noqa: E402
     REFRESH_PARAMETERS,
     Refresh,
 )
+from catalog_lake.loaders import refuse_userinfo  # noqa: E402
 from catalog_lake.settings import (  # noqa: E402
     DEFAULT_LAKE,
     PLACES,
@@ -82,6 +86,29 @@ def _lake_failure(task, task_run, state) -> bool:
     except Exception:  # noqa: BLE001 - anything else is not transient
         return False
     return False
+
+
+def says_why(body):
+    """A flow body whose failure is said in one line, where ``deployment run --watch`` shows it.
+
+    ``--watch`` shows a run's logs until its final state, then stops; Prefect's own
+    record of the exception is a traceback sent a moment later, after the run has
+    ended, so a watcher saw only ``Failed`` (issue 50). The reason is logged as
+    one line and the log sent to the server before the run's state is set.
+    """
+
+    @functools.wraps(body)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return body(*args, **kwargs)
+        except CatalogLakeError as exc:
+            verdict = "refused" if isinstance(exc, UsageError) else "failed"
+            get_run_logger().error("%s: %s", verdict, exc)
+            for handler in logging.getLogger("prefect.flow_runs").handlers:
+                handler.flush()  # the API handler sends what it holds, and waits
+            raise
+
+    return run
 
 
 def stable_place(name: str, given: str | None, local: str | None = None) -> str:
@@ -268,6 +295,7 @@ def dask_runner(workers: int, address: str | None):
 
 
 @flow(name="ingest", flow_run_name=lambda: _run_name("ingest", "source"), log_prints=True)
+@says_why
 def ingest(
     source: str | None = None,
     pattern: str = feeds.DEFAULT_PATTERN,
@@ -422,6 +450,7 @@ def _backfill_run_name() -> str:
 
 
 @flow(name="backfill", flow_run_name=_backfill_run_name, log_prints=True)
+@says_why
 def backfill(
     since: datetime | None = None,
     until: datetime | None = None,
@@ -448,6 +477,7 @@ def metrics_task(lake: str | None, path: str) -> dict[str, Any]:
 
 
 @flow(name="metrics", flow_run_name=lambda: _run_name("metrics", "path"), log_prints=True)
+@says_why
 def metrics(path: str | None = None, lake: str | None = None) -> dict[str, Any]:
     """Load business metrics (likes, sales) for known items; report unknown ids.
 
@@ -469,6 +499,7 @@ def maintain_task(lake: str | None, retention_hours: int) -> dict[str, Any]:
 
 
 @flow(name="maintain", flow_run_name="maintain-keep-{retention_hours}h", log_prints=True)
+@says_why
 def maintain(
     retention_hours: int = maintain_lib.DEFAULT_RETENTION_HOURS, lake: str | None = None
 ) -> dict[str, Any]:
@@ -496,6 +527,7 @@ def sync_task(
 
 
 @flow(name="sync", flow_run_name=lambda: _run_name("sync", "target"), log_prints=True)
+@says_why
 def sync(
     target: str | None = None,
     format: str = "jsonl",  # noqa: A002 - the CLI's own name for it
@@ -511,10 +543,12 @@ def sync(
     after writing its file writes the same range again: loading it twice is
     harmless (upserts and deletes are idempotent). ``apply``, an engine index's URL,
     loads the files there before the cursor moves (``catalog-lake sync --apply``;
-    credentials from the worker's environment). ``target`` defaults to
+    credentials from the worker's environment, never in the URL: Prefect keeps a
+    run's parameters). ``target`` defaults to
     ``CATALOG_LAKE_SYNC_TARGET`` (or the Prefect variable ``catalog_lake_sync_target``),
     else ``exports/search`` outside a deployment.
     """
+    refuse_userinfo(apply, "apply")  # Prefect would keep the password with the run
     lake = lake_of_run(lake)
     target = stable_place("target", target, "exports/search")
     with one_writer(lake):

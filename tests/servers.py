@@ -205,7 +205,7 @@ def prefect_server(home: Path, timeout: float = 180.0) -> Iterator[dict[str, str
 
     Its own ``PREFECT_HOME`` (and so its own SQLite database) under ``home``. The
     scheduler looks for due work every 2 s instead of every 60 s, so a test sees
-    runs appear without waiting a minute; nothing else differs from a user's server.
+    runs appear without waiting a minute; it streams logs, as the README says to.
     """
     (port,) = _free_ports(1)
     home.mkdir(parents=True, exist_ok=True)
@@ -214,6 +214,10 @@ def prefect_server(home: Path, timeout: float = 180.0) -> Iterator[dict[str, str
         "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
+        # `prefect deployment run --watch` shows a run's logs only from a server that
+        # streams them (off by default; the README's operations say to turn them on).
+        "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
+        "PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED": "true",
         "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
     }
     log = (home / "server.log").open("wb")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from catalog_lake.cli import app
-from tests.conftest import FEEDS_TOTALS
+from tests.conftest import FEEDS_TOTALS, cli
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"
 
@@ -363,6 +364,43 @@ def test_an_empty_source_says_0_files_and_creates_no_lake(run, tmp_path):
     assert not (tmp_path / "lake").exists()
 
 
+def test_a_source_of_only_other_files_is_as_an_empty_one_and_creates_no_lake(run, tmp_path):
+    others = tmp_path / "others"
+    (others / "sub").mkdir(parents=True)
+    (others / "README.txt").write_text("not a feed")
+    (others / "sub" / "photo.jpg").write_bytes(b"\xff\xd8")
+    result = run("ingest", str(others))
+    assert result.exit_code == 0
+    assert f"0 feed files under {others}; no lake was created" in result.stdout
+    assert not (tmp_path / "lake").exists()
+
+
+def test_a_jsonl_feed_of_whole_pushes_is_told_it_holds_one_item_per_line(run, tmp_path):
+    feed = tmp_path / "pushes.jsonl"
+    item = json.loads((FEEDS / "food.json").read_text())["items"][0]
+    feed.write_text(json.dumps({"items": [item]}) + "\n" + json.dumps({"items": [item]}) + "\n")
+    pushed = run("push", str(feed))
+    assert pushed.exit_code == 1
+    assert "line 1 is a whole push" in pushed.stderr and "one item per line" in pushed.stderr
+    assert "missing_required_field" not in pushed.output
+    ingested = run("ingest", str(tmp_path), "--pattern", "*.jsonl", "--json")
+    assert ingested.exit_code == 1
+    (failed,) = json.loads(ingested.stdout)["files"]["failed"]
+    assert "one item per line" in failed["error"]
+
+
+def test_row_listings_print_json_lines_and_every_other_command_one_document(run):
+    run("ingest", str(FEEDS))
+    for listing in ("records", "rejects", "warnings", "history"):
+        rows = run(listing, "--json").stdout.splitlines()
+        assert rows and all(isinstance(json.loads(row), dict) for row in rows), listing
+        assert "(JSON Lines)" in run(listing, "--help").stdout
+    for command in (("check",), ("search", ""), ("repair",)):
+        done = run(*command, "--json")
+        assert isinstance(json.loads(done.stdout), dict | list), command
+        assert "JSON Lines" not in run(command[0], "--help").stdout
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
@@ -422,9 +460,26 @@ def test_help_shows_no_value_on_flags_and_says_what_it_means(run, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     records = run("records", "--help").output
     assert "<bool>" not in records and "<bool>" not in run("--help").output
-    assert "<int range>" in records  # options that take a value still show it
-    assert "(default: a readable set in a table, all of them with --json)" in records
-    assert ".json, .jsonl, .ndjson, .gz of any of them" in run("ingest", "--help").output
+    assert "--limit N " in records  # options that take a value still show it
+    assert "(default: a readable set in a table, all of them with --json)" in " ".join(
+        records.split()
+    )
+    assert ".json, .jsonl, .ndjson, .gz of any of" in run("ingest", "--help").output
+
+
+@pytest.mark.parametrize("command", ["ingest", "push", "search", "sync", "records", "delete"])
+def test_help_reads_as_click_writes_it_and_fits_100_columns(tmp_path, monkeypatch, command):
+    monkeypatch.setenv("COLUMNS", "100")  # a terminal 100 columns wide
+    shown = cli(command, "--help", cwd=tmp_path).stdout
+    usage = shown.splitlines()[0]
+    assert "{" not in usage  # SOURCE, not {source}
+    assert not re.search(r"<(str|int|float|bool|path)", shown)  # --batch-size N, not <int range>
+    assert {"ingest": "SOURCE", "push": "FILES...", "search": "[QUERY]", "sync": "TARGET",
+            "records": "[OPTIONS]", "delete": "IDS..."}[command] in usage  # fmt: skip
+    assert max(len(line) for line in shown.splitlines()) <= 100
+    options = shown.split("Options:\n", 1)[1]
+    entries = re.split(r"\n(?=  -)", options)  # one entry per option, its wrapped lines with it
+    assert max(len(e.splitlines()) for e in entries) <= 3, max(entries, key=len)
 
 
 def test_listing_titles_count_the_rows_shown_of_the_total(run):

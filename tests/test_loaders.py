@@ -590,3 +590,15 @@ def test_the_documented_typesense_url_loads_a_real_typesense_server(tmp_path, ru
         assert found() == ["SKU-0", "SKU-2"]
         wrong = _sync(run, "typesense", f"{server}/collections/products", "other")
     assert wrong.exit_code == 1 and "answered 404" in _one_line(wrong)
+
+
+def test_the_sync_flow_refuses_a_password_in_its_apply_parameter():
+    """Prefect keeps a run's parameters in its database: the password would be stored there."""
+    from flows.catalog_flows import sync
+
+    url = "http://admin:hunter2@127.0.0.1:9200/products"
+    with pytest.raises(
+        UsageError, match="ELASTICSEARCH_USERNAME and ELASTICSEARCH_PASSWORD"
+    ) as caught:
+        sync.fn(target="exports", format="elasticsearch", apply=url)
+    assert "hunter2" not in str(caught.value)

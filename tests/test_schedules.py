@@ -250,17 +250,25 @@ def test_deployed_schedules_fire_and_keep_their_state_from_run_to_run(tmp_path):
             live = set(Catalog(lake).records()["client_item_id"])
             assert len(live) == 12 and not {"FASH-TEE-BLK-M", "FASH-KURTA-BLU-L"} & live
 
-            # A relative source is refused before anything is read, in one line.
-            relative = _run(
-                env, _run_now(env, repository, "ingest/scheduled", "-p", "source=data/feeds"),
-                worker,
+            # A relative source is refused before anything is read, in one line, and
+            # `prefect deployment run --watch` shows that line, not only "Failed".
+            watched = subprocess.run(
+                [prefect_binary(), "deployment", "run", "ingest/scheduled", "-p",
+                 "source=data/feeds", "--watch", "--watch-timeout", "240"],
+                env={**env, "COLUMNS": "400"}, cwd=repository, capture_output=True, text=True,
+                timeout=300,
             )  # fmt: skip
-            assert relative["state"]["type"] == "FAILED"
-            log = (tmp_path / "worker.log").read_text(errors="replace")
-            assert (
+            reason = (
                 "source 'data/feeds' is a relative path, which a deployment's run would read in "
                 "its temporary clone of the project and lose; set CATALOG_LAKE_SOURCE"
-            ) in log
+            )
+            assert watched.returncode == 1, watched.stdout + watched.stderr
+            shown = watched.stdout + watched.stderr
+            refused = [line for line in shown.splitlines() if "refused:" in line]
+            assert refused and reason in refused[0], shown
+            assert "Flow run finished in state 'Failed'" in shown
+            log = (tmp_path / "worker.log").read_text(errors="replace")
+            assert reason in log
         finally:
             worker.terminate()
             try:

@@ -25,6 +25,7 @@ from .cli_options import (
     AlwaysJson,
     JsonOption,
     LakeOption,
+    RowsJson,
     StorageOptions,
     StrictValues,
     fail,
@@ -126,10 +127,31 @@ def _flags(group, ctx) -> dict[str, str]:
 
 
 def _valueless_flags(command, ctx) -> None:
-    """A flag takes no value, so its help shows none: typer 0.29 would show ``<bool>``."""
+    """Help that reads as click's own: ``--batch-size N``, ``SOURCE``, a flag with no value.
+
+    Typer 0.29 would show ``<int range>``, ``<str>``, ``{source}`` and ``<bool>``:
+    an option with no metavar of its own shows ``N`` for a whole number, ``NUMBER``
+    for another, else the last word of its name in capitals (``--dask-address
+    ADDRESS``).
+    """
     for param in [*command.params, command.get_help_option(ctx)]:
+        if param is None:
+            continue
         if getattr(param, "is_flag", False):
             param.metavar = ""
+        elif param.param_type_name == "argument":
+            # As click writes an argument: SOURCE when required, [QUERY] when not (typer
+            # 0.29 writes {source}), and in the list of arguments no type after its name.
+            name = param.name.upper() + ("..." if param.nargs != 1 else "")
+            param.metavar = param.name.upper()
+            param._usage_display_name = lambda name=name, param=param: (
+                name if param.required else f"[{name}]"
+            )
+            param.display_type_rich = lambda ctx: None
+        elif param.metavar is None:
+            kind = param.bare_type() if hasattr(param, "bare_type") else ""
+            word = param.name.rsplit("_", 1)[-1].upper()
+            param.metavar = {"int": "N", "float": "NUMBER"}.get(kind, word)
 
 
 def _broken_pipe(exc: BaseException) -> bool:
@@ -144,6 +166,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help, as click writes it: an option and its help on one line where they fit,
+    # and no boxes that wrap each option over several lines in a narrow terminal.
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
 )
 
 #: What ``records`` shows in a terminal without --columns: 25 columns do not fit one.
@@ -258,9 +284,10 @@ def records(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many records.")] = 20,
     as_of: Annotated[
-        str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
+        str | None,
+        typer.Option("--as-of", metavar="WHEN", help="Table version number or ISO timestamp."),
     ] = None,
-    as_json: JsonOption = False,
+    as_json: RowsJson = False,
 ) -> None:
     """Show flat search records, by service id (a readable set; --columns '*' for all)."""
     if columns is None:
@@ -282,7 +309,7 @@ def rejects(
         str | None, typer.Option(help="Only items failing with this error code.")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many rejected items.")] = 50,
-    as_json: JsonOption = False,
+    as_json: RowsJson = False,
 ) -> None:
     """Show rejected items with their error codes and messages."""
     frame = open_catalog(lake, storage_option).rejects()
@@ -296,7 +323,7 @@ def warnings(
     request_id: Annotated[str | None, typer.Option(help="Only this push.")] = None,
     code: Annotated[str | None, typer.Option(help="Only items warned with this code.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many items.")] = 50,
-    as_json: JsonOption = False,
+    as_json: RowsJson = False,
 ) -> None:
     """Show items stored with warnings: each value dropped or repaired, as sent."""
     frame = open_catalog(lake, storage_option).warnings()
@@ -311,7 +338,7 @@ def history(
     versions: Annotated[
         bool, typer.Option("--versions", help="Show table versions instead of pushes.")
     ] = False,
-    as_json: JsonOption = False,
+    as_json: RowsJson = False,
 ) -> None:
     """Show the latest pushes and deletes (or, with --versions, table versions), newest first."""
     catalog = open_catalog(lake, storage_option)
@@ -406,8 +433,8 @@ def ingest(
         typer.Option(
             min=0.0,
             max=1.0,
-            help="Also stop a refresh when, with what refreshes of SOURCE deleted in the last "
-            "24 hours, more of its scope would go in a day (default: no daily bound).",
+            help="Also stop a refresh that, with SOURCE's refreshes of the past 24 hours, "
+            "deletes more of its scope (default: none).",
         ),
     ] = None,
     as_json: JsonOption = False,

@@ -24,7 +24,12 @@ LakeOption = Annotated[
         show_default=False,
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+#: The commands that list a table's rows (records, rejects, warnings, history) print one
+#: JSON object per row, JSON Lines, so a long listing streams into ``jq`` or a loader.
+RowsJson = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object per row (JSON Lines).")
+]
 StrictValues = Annotated[
     bool,
     typer.Option(

@@ -113,7 +113,8 @@ def export(
     engine: FormatOption,
     output: OutputOption = "-",
     as_of: Annotated[
-        str | None, typer.Option("--as-of", help="Table version number or ISO timestamp.")
+        str | None,
+        typer.Option("--as-of", metavar="WHEN", help="Table version number or ISO timestamp."),
     ] = None,
     lake: LakeOption = None,
     storage_option: StorageOptions = None,

@@ -26,6 +26,7 @@ from .push import Checked, PushRequest, check_requests
 from .runs import Plan, plan, record_files, record_removed, record_run
 from .sources import (
     DEFAULT_PATTERN,
+    NOT_FEEDS,
     PARSE_ITEMS,
     FeedFile,
     FileBatches,
@@ -571,8 +572,10 @@ def ingest(
     # stops the run in one line and creates nothing.
     plan_ = plan(catalog, source, pattern, force)
     found = len(plan_.to_ingest) + len(plan_.skipped) + len(plan_.refused)
-    # An empty source writes nothing where there is no lake yet: no nine empty tables.
-    writes = not dry_run and (found > 0 or catalog.lake.exists())
+    # A source with no feed file (empty, or only other files) writes nothing where there
+    # is no lake yet: no nine empty tables.
+    feeds = found - sum(1 for f in plan_.skipped if plan_.reasons.get(f.path) in NOT_FEEDS)
+    writes = not dry_run and (feeds > 0 or catalog.lake.exists())
     repaired = []
     if writes:
         catalog.lake.ensure()
@@ -622,10 +625,12 @@ def ingest(
         skipped_reasons=plan_.reasons,
     )
     summary["repaired"] = repaired
-    if not found:
-        summary["note"] = f"0 files: nothing under {plan_.source} matches {pattern!r}" + (
-            "" if writes or dry_run else "; no lake was created"
-        )
+    if not feeds:
+        summary["note"] = (
+            f"0 files: nothing under {plan_.source} matches {pattern!r}"
+            if not found
+            else f"0 feed files under {plan_.source}"
+        ) + ("" if writes or dry_run else "; no lake was created")
     if refresh is not None:
         summary["refresh"] = _refreshed(catalog, refresh, plan_, results, seen or set(),
                                         dry_run, flow_run_id)  # fmt: skip

@@ -44,7 +44,7 @@ from .parse import (
     product_items,
 )
 from .push import PushRequest
-from .split import split_items
+from .split import refuse_pushes_as_lines, split_items
 
 #: File endings a feed may have; each may also end in .gz.
 FEED_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -162,6 +162,8 @@ SKIP_FOLDER = "a folder, not a file"
 SKIP_SPECIAL = "not a regular file (a FIFO, socket or device)"
 SKIP_DANGLING = "a symbolic link whose target does not exist"
 SKIP_NOT_FEED = "not a feed file (.json, .jsonl, .ndjson, or .gz of one)"
+#: Why a skipped path is no feed at all: a source of only these has nothing to ingest.
+NOT_FEEDS = (SKIP_FOLDER, SKIP_SPECIAL, SKIP_DANGLING, SKIP_NOT_FEED)
 
 
 def discover(
@@ -347,6 +349,7 @@ def feed_items(
     notes: set[str] = set()
     name = name.lower().removesuffix(".gz")
     if name.endswith((".jsonl", ".ndjson")):
+        refuse_pushes_as_lines(data)
         items = list(_json_lines(data, notes))
         check_items(items, bounded=bounded)
         return items, notes

@@ -9,6 +9,8 @@ file that decoding it whole would take.
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 import numpy as np
 
@@ -32,6 +34,7 @@ def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
     """
     name = name.lower().removesuffix(".gz")
     if name.endswith((".jsonl", ".ndjson")):
+        refuse_pushes_as_lines(data)
         return _split_lines(data)
     nan, infinity = _places(data, b"NaN"), _places(data, b"Infinity")
     if nan or infinity:
@@ -39,6 +42,29 @@ def split_items(data: bytes, name: str) -> list[bytes | msgspec.Raw] | None:
         # be split unmasked either: one split, not a failed one first.
         return _split_masked(data, nan, infinity)
     return _split_json(data)
+
+
+#: A JSON Lines feed's first line that is a whole product object, not an item.
+_PUSH_LINE = re.compile(rb'\s*\{\s*"items"\s*:\s*\[')
+
+
+def refuse_pushes_as_lines(data: bytes) -> None:
+    """Refuse a JSON Lines feed whose lines are whole pushes (``{"items": [...]}``).
+
+    Each such line would be refused as an item missing every required field,
+    and nothing would name the real cause (issue 50). The first line says
+    which shape the file has, so only it is looked at.
+
+    Raises:
+        PushError: the first line is a product object.
+    """
+    if _PUSH_LINE.match(data, 0, 4096):
+        raise PushError(
+            "invalid_payload",
+            'line 1 is a whole push ({"items": [...]}), but a .jsonl or .ndjson feed holds '
+            "one item per line: write each item on a line of its own, or name a file that "
+            "holds one product object .json",
+        )
 
 
 def _places(data: bytes, word: bytes) -> list[int]:
