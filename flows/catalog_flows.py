@@ -38,6 +38,7 @@ from prefect.cache_policies import NONE  # noqa: E402
 from prefect.client.orchestration import get_client  # noqa: E402
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate  # noqa: E402
 from prefect.concurrency.sync import concurrency  # noqa: E402
+from prefect.context import FlowRunContext  # noqa: E402
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound  # noqa: E402
 from prefect.runtime import deployment, flow_run  # noqa: E402
 from prefect.variables import Variable  # noqa: E402
@@ -102,6 +103,8 @@ def says_why(body):
         try:
             return body(*args, **kwargs)
         except CatalogLakeError as exc:
+            if FlowRunContext.get() is None:  # called as a function (``flow.fn``): no run
+                raise
             verdict = "refused" if isinstance(exc, UsageError) else "failed"
             get_run_logger().error("%s: %s", verdict, exc)
             for handler in logging.getLogger("prefect.flow_runs").handlers:
