@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -564,9 +565,11 @@ def test_the_documented_typesense_url_loads_a_real_typesense_server(tmp_path, ru
         {"items": [make_item(client_item_id=f"SKU-{n}", name=f"Atta {n}") for n in range(3)]}
     )
     settings = index_settings("typesense")
+    documented = (Path(__file__).parents[1] / "docs" / "search.md").read_text()
+    name = settings["collection"]["name"]
+    assert f"http://HOST:8108/collections/{name}" in documented  # the URL users are given
     with typesense(tmp_path / "typesense", "typesense-test-key") as server:
         key = {"X-TYPESENSE-API-KEY": "typesense-test-key"}
-        name = settings["collection"]["name"]
         assert (
             httpx.post(
                 f"{server}/collections", json=settings["collection"], headers=key
