@@ -267,7 +267,7 @@ def search(
     record: Annotated[Path | None, typer.Option(help="Append the report to this file.")] = None,
 ) -> None:
     """Build, catch up and query both engines over the same ``items`` records."""
-    from catalog_lake import reads
+    from catalog_lake.lake import reads
     from catalog_lake.catalog import Catalog
 
     rng = random.Random(28)

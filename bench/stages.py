@@ -38,9 +38,9 @@ STAGES = (
     ("catalog_lake.store", "plan_responses", "responses"),
     ("catalog_lake.records", "Batch.table", "to_arrow"),
     ("catalog_lake.lake", "Lake.append", None),
-    ("catalog_lake.upserts", "Upserts.upsert", None),
+    ("catalog_lake.lake.upserts", "Upserts.upsert", None),
     # Items and records: their files written, then committed (issue 45).
-    ("catalog_lake.upserts", "Upserts.staged_upsert", None),
+    ("catalog_lake.lake.upserts", "Upserts.staged_upsert", None),
     ("catalog_lake.lake", "Lake.commit_files", None),
     ("catalog_lake.feeds", "_GroupWriter.checkpoint", "checkpoint"),
 )

@@ -68,7 +68,7 @@ def test_a_record_that_drifted_from_raw_is_caught(catalog):
 
 def test_a_lost_reject_is_caught(catalog):
     catalog.push({"items": [make_item(pricing_info__mrp="bad")]})
-    table = catalog.lake.table("rejects")
+    table = catalog.lake.delta("rejects")
     table.delete()
     report = check(catalog, derive=False)
     assert (1, "a failed raw item has no reject, or a reject has no failed raw item") in rules(
@@ -135,7 +135,7 @@ def test_check_on_a_lake_whose_tables_are_empty_is_ok(run, tmp_path):
 
 def test_every_check_violation_names_an_example(catalog):
     catalog.push({"items": [make_item(client_item_id=f"E{n}") for n in range(2)]})
-    catalog.lake.table("records").delete("client_item_id = 'E1'")
+    catalog.lake.delta("records").delete("client_item_id = 'E1'")
     report = check(catalog)
     assert not report["ok"]
     assert all(v["examples"] for v in report["violations"])

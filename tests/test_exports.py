@@ -244,8 +244,8 @@ def test_every_export_format_reads_back_as_the_records(fed, fmt):
 def test_algolia_bodies_hold_at_most_one_batch_of_requests(fed):
     import io
 
-    from catalog_lake import reads
     from catalog_lake.exports import write_export
+    from catalog_lake.lake import reads
 
     table = reads.select(fed.lake, "records", order_by="object_id")
     out = io.StringIO()

@@ -209,7 +209,7 @@ def test_schema_drift_loses_nothing_and_never_changes_the_tables(catalog, clock)
     assert "brand" not in item["attributes"]
     assert json.loads(item["extra_attributes"]) == {"warranty": {"years": 2}}
     for name, schema in (("items", ITEMS), ("records", RECORDS)):
-        stored = catalog.lake.table(name).schema().to_arrow()
+        stored = catalog.lake.delta(name).schema().to_arrow()
         assert pa.schema(stored).names == schema.names
 
 

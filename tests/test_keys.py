@@ -8,9 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from catalog_lake import Catalog, check, reads
+from catalog_lake import Catalog, check
 from catalog_lake.feeds import ingest
 from catalog_lake.keys import KEYS_FILE, KeySnapshot, load_snapshot, save_snapshot
+from catalog_lake.lake import reads
 from catalog_lake.maintain import maintain
 from tests.conftest import Ticking, make_item
 

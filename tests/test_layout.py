@@ -14,10 +14,10 @@ import pytest
 from deltalake import DeltaTable, Field, write_deltalake
 
 from catalog_lake import Catalog, PushError, check, settings
-from catalog_lake import lake as lake_module
 from catalog_lake.blocks import changed_rows, upserted
 from catalog_lake.errors import LakeError
 from catalog_lake.feeds import ingest
+from catalog_lake.lake import tables as lake_module
 from catalog_lake.schemas import COMPRESSION, ITEMS, PLAIN_COLUMNS, STATS_COLUMNS
 from tests.conftest import cli, make_item
 
@@ -107,7 +107,7 @@ def test_a_block_that_many_pushes_update_stays_one_file(catalog, clock):
         )
 
     for name in ("items", "records"):
-        table = catalog.lake.table(name)
+        table = catalog.lake.delta(name)
         assert len(table.file_uris()) == 1, name
     assert set(catalog.items()["name"]) == {"v4"}
     assert check(catalog)["ok"]
@@ -118,12 +118,12 @@ def test_a_table_is_checkpointed_and_opened_afresh_after_many_commits(catalog, c
     # long-lived catalog must not keep one forever.
     monkeypatch.setattr(lake_module, "REOPEN_AFTER_COMMITS", 3)
     catalog.push({"items": [make_item(client_item_id="k", name="v0")]})
-    first = catalog.lake.table("pushes")
+    first = catalog.lake.delta("pushes")
     for version in range(1, 6):
         clock.now += timedelta(minutes=1)
         catalog.push({"items": [make_item(client_item_id="k", name=f"v{version}")]})
 
-    assert catalog.lake.table("pushes") is not first
+    assert catalog.lake.delta("pushes") is not first
     marker = Path(catalog.lake.path("pushes")) / "_delta_log" / "_last_checkpoint"
     assert json.loads(marker.read_text())["version"] >= 3
     assert len(catalog.pushes()) == 6
@@ -153,18 +153,18 @@ def test_a_lake_given_as_a_relative_folder_updates_in_place(tmp_path, clock, mon
 
 def test_items_keep_statistics_only_for_the_columns_readers_filter_on(catalog):
     catalog.push({"items": [make_item()]})
-    configuration = catalog.lake.table("items").metadata().configuration
+    configuration = catalog.lake.delta("items").metadata().configuration
     assert configuration["delta.dataSkippingStatsColumns"] == ",".join(STATS_COLUMNS["items"])
     assert (
         "delta.dataSkippingStatsColumns"
-        not in catalog.lake.table("records").metadata().configuration
+        not in catalog.lake.delta("records").metadata().configuration
     )
 
 
 def _column_chunks(catalog, name: str) -> dict:
     """Each top-level column's chunk metadata in every file the table holds now."""
     chunks: dict = {}
-    for uri in catalog.lake.table(name).file_uris():
+    for uri in catalog.lake.delta(name).file_uris():
         row_group = pq.ParquetFile(uri.removeprefix("file://")).metadata.row_group(0)
         for i in range(row_group.num_columns):
             chunk = row_group.column(i)
@@ -196,7 +196,7 @@ def test_items_keep_parquet_statistics_only_for_the_columns_readers_filter_on(ca
     assert set(flat) <= set(chunks)
     for column in flat:
         assert all(c.is_stats_set for c in chunks[column]) == (column in STATS_COLUMNS["items"])
-    actions = pa.table(catalog.lake.table("items").get_add_actions(flatten=True))
+    actions = pa.table(catalog.lake.delta("items").get_add_actions(flatten=True))
     assert sorted(n for n in actions.column_names if n.startswith("min.")) == sorted(
         f"min.{column}" for column in STATS_COLUMNS["items"]
     )
@@ -206,7 +206,7 @@ def test_a_lake_read_through_sql_as_on_an_object_store_updates_the_same(
     tmp_path, clock, monkeypatch
 ):
     """Object stores have no writer lock and no local Parquet paths: every read goes through SQL."""
-    for module in ("catalog_lake.lake", "catalog_lake.keys"):
+    for module in ("catalog_lake.lake.tables", "catalog_lake.lake.writes", "catalog_lake.keys"):
         monkeypatch.setattr(f"{module}.is_local", lambda uri: False)
     catalog = Catalog(tmp_path / "lake", clock=clock)
     catalog.push({"items": [make_item(client_item_id="a"), make_item(client_item_id="b")]})
@@ -275,7 +275,7 @@ def test_an_ingest_run_leaves_a_checkpoint_so_the_next_push_replays_little(catal
     ingest(catalog, feeds, group_items=3)
 
     for name in ("raw", "items", "records", "pushes"):
-        table = catalog.lake.table(name)
+        table = catalog.lake.delta(name)
         marker = Path(table.table_uri.removeprefix("file://")) / "_delta_log" / "_last_checkpoint"
         assert json.loads(marker.read_text())["version"] == table.version(), name
     assert catalog.lake.checkpoint(["items"]) == []  # nothing new since

@@ -167,17 +167,17 @@ def test_an_older_push_replayed_after_a_delete_does_not_bring_the_item_back(cata
 
     _push(catalog, "a")
     clock.now += timedelta(seconds=1)
-    real = store._store_items
+    real = store._commit_items
 
     def killed(*args, **kwargs):
         raise OSError("killed")
 
-    store._store_items = killed
+    store._commit_items = killed
     try:
         with pytest.raises(PushError, match="repair"):
             _push(catalog, "a", name="interrupted")
     finally:
-        store._store_items = real
+        store._commit_items = real
     clock.now += timedelta(seconds=1)
     catalog.delete(["a"])
     catalog.repair()

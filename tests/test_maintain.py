@@ -91,7 +91,7 @@ def test_data_files_no_commit_names_are_vacuumed_once_past_the_retention(run, tm
     import json
 
     from catalog_lake import Catalog
-    from catalog_lake.datafiles import write_files
+    from catalog_lake.lake.files import write_files
 
     feed = tmp_path / "feed.json"
     feed.write_text(json.dumps({"items": [make_item(client_item_id=f"o{i}") for i in range(3)]}))

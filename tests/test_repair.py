@@ -29,9 +29,9 @@ class CrashingLake(Lake):
         self._maybe_fail(name)
         return super().upsert(name, data, metadata, **options)
 
-    def commit_files(self, name, staged, metadata, fence=None, claim=None):
+    def commit_files(self, name, staged, metadata, *, fence=None, claim=None):
         self._maybe_fail(name)
-        return super().commit_files(name, staged, metadata, fence, claim)
+        return super().commit_files(name, staged, metadata, fence=fence, claim=claim)
 
 
 PAYLOAD = {
@@ -78,10 +78,10 @@ class FailingLookups(Lake):
         super().append(name, data, *args, **kwargs)
         self.raw_written |= name == "raw"
 
-    def table(self, name):
+    def delta(self, name):
         if name == "items" and self.raw_written:
             raise OSError("simulated failure reading the key index")
-        return super().table(name)
+        return super().delta(name)
 
 
 def test_a_failure_finding_ids_after_raw_can_be_repaired(tmp_path, clock):

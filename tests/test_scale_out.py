@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from catalog_lake import Catalog, check
-from catalog_lake import feeds as feeds_module
+from catalog_lake import groups as feeds_module
 from catalog_lake.feeds import ingest
 from catalog_lake.sources import discover
 from catalog_lake.staged import Outline, Written
@@ -119,12 +119,12 @@ def _coordinate_and_die(lake: str, source: str, address: str, die_at: int, clock
 
     commit, seen = Lake.commit_files, []
 
-    def dying(self, name, staged, metadata, fence=None, claim=None):
+    def dying(self, name, staged, metadata, *, fence=None, claim=None):
         if name == "items" and staged.adds:  # a group's items, not an id reservation
             seen.append(name)
             if len(seen) == die_at:
                 os.kill(os.getpid(), signal.SIGKILL)
-        return commit(self, name, staged, metadata, fence, claim)
+        return commit(self, name, staged, metadata, fence=fence, claim=claim)
 
     Lake.commit_files = dying
     ingest(Catalog(lake, clock=clock), source, batch_size=2, group_items=ONE_FILE_PER_GROUP,

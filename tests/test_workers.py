@@ -16,7 +16,8 @@ import pytest
 from catalog_lake import Catalog, PushRequest, check
 from catalog_lake.feeds import ingest
 from catalog_lake.sources import discover, read_items
-from catalog_lake.workers import LOCAL_HTTP, check_files
+from catalog_lake.staged import check_files
+from catalog_lake.workers import LOCAL_HTTP
 from tests.conftest import Ticking, make_item
 
 FEEDS = Path(__file__).parents[1] / "data" / "feeds"

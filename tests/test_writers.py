@@ -122,8 +122,8 @@ def test_a_writer_that_stores_records_between_anothers_items_and_records_adds_no
     payload = {"items": [make_item(client_item_id=f"k-{i}") for i in range(3)]}
 
     class BetweenItemsAndRecords(Lake):
-        def commit_files(self, name, staged, metadata, fence=None, claim=None):
-            result = super().commit_files(name, staged, metadata, fence, claim)
+        def commit_files(self, name, staged, metadata, *, fence=None, claim=None):
+            result = super().commit_files(name, staged, metadata, fence=fence, claim=claim)
             if name == "items":
                 Catalog(lake).push(payload)  # writer B, in between
             return result
@@ -198,12 +198,12 @@ def test_a_writer_beaten_by_one_storing_other_items_commits_the_files_it_wrote(t
     rounds: list[int] = []
 
     class Beaten(Lake):
-        def commit_files(self, name, staged, metadata, fence=None, claim=None):
+        def commit_files(self, name, staged, metadata, *, fence=None, claim=None):
             if name == "items" and staged.adds and len(rounds) < 2:
                 theirs = [make_item(client_item_id=f"b{len(rounds)}-{i}") for i in range(3)]
                 rounds.append(1)
                 Catalog(lake).push({"items": theirs})  # writer B, in between
-            return super().commit_files(name, staged, metadata, fence, claim)
+            return super().commit_files(name, staged, metadata, fence=fence, claim=claim)
 
     writer_a = Catalog(lake)
     writer_a.lake = Beaten(lake)
@@ -235,11 +235,11 @@ def test_a_writer_beaten_by_one_storing_the_same_item_gives_its_ids_again(tmp_pa
     beaten: list[bool] = []
 
     class Beaten(Lake):
-        def commit_files(self, name, staged, metadata, fence=None, claim=None):
+        def commit_files(self, name, staged, metadata, *, fence=None, claim=None):
             if name == "items" and not beaten:
                 beaten.append(True)
                 Catalog(lake).push({"items": [make_item(client_item_id="x", name="B's")]})
-            return super().commit_files(name, staged, metadata, fence, claim)
+            return super().commit_files(name, staged, metadata, fence=fence, claim=claim)
 
     writer_a = Catalog(lake)
     writer_a.lake = Beaten(lake)
@@ -266,7 +266,7 @@ def test_what_was_committed_since_a_version_is_read_from_the_log_of_any_store(la
     assert since.version == catalog.lake.version("items")
     assert since.added and since.removed  # "a" is folded into its block: a rewrite
     assert since.rewritten() == {0}
-    from catalog_lake.commitlog import keys_added
+    from catalog_lake.lake.log import keys_added
 
     added = keys_added(*catalog.lake.filesystem("items"), since)
     assert sorted(added["client_item_id"].to_pylist()) == ["a", "b"]

@@ -19,8 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import reads
-from .lake import races
+from .lake import next_fence, races, reads
 from .literals import quote, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .push import strict_of
@@ -127,7 +126,7 @@ def backfill(
                     except BaseException:
                         keys.forget()
                         raise
-                    keys.remember(derived.items)
+                    keys.landed(derived.items, next_fence(keys.fence))
         report["items_rejected"] += len(derived.checked.errors)
         found = reads.lookup(
             catalog.lake,
@@ -164,9 +163,12 @@ def deleted_since(catalog: Catalog, items: pa.Table) -> np.ndarray:
     pairs = (
         items.select(["client_item_id", "updated_at"])
         .append_column("_row", pa.array(np.arange(items.num_rows), pa.int64()))
-        .join(stored.rename_columns(["client_item_id", "deleted_updated_at", "deleted_at"]),
-              "client_item_id", join_type="inner")
-    )  # fmt: skip
+        .join(
+            stored.rename_columns(["client_item_id", "deleted_updated_at", "deleted_at"]),
+            "client_item_id",
+            join_type="inner",
+        )
+    )
     later = pc.greater_equal(pairs["deleted_updated_at"], pairs["updated_at"]).fill_null(False)
     gone = np.zeros(items.num_rows, dtype=bool)
     gone[pairs["_row"].filter(later).to_numpy()] = True

@@ -314,12 +314,3 @@ def file_path(root: str, path: str) -> str:
     if path.startswith("file://"):
         return path.removeprefix("file://")
     return path if path.startswith("/") else f"{root}/{path}"
-
-
-def partition_files(table: Any, column: str) -> dict[str, int]:
-    """Every data file of a Delta table snapshot, with its value of partition ``column``."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    if actions.num_rows == 0:
-        return {}
-    values = actions[f"partition.{column}"].cast(pa.int64()).to_pylist()
-    return dict(zip(actions["path"].to_pylist(), values, strict=True))

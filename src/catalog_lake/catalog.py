@@ -15,10 +15,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import reads, settings, store
+from . import settings, store
 from .errors import CatalogLakeError, PushError
 from .keys import Keys
-from .lake import Lake
+from .lake import Lake, reads
 from .literals import quote
 from .parse import ParsedPush, parse_push, payload_from_raw
 from .push import (
@@ -335,7 +335,7 @@ class Catalog:
             responses.append(store.run(self, [replay])[0])
         from .metrics import resync_records
 
-        if metrics and self.lake.table("records") is not None:
+        if metrics and self.lake.version("records") is not None:
             resynced = resync_records(self)
             if resynced:
                 # A metrics run killed between its items and records commits (issue 26).
@@ -476,8 +476,17 @@ class Catalog:
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""
         rows = []
-        names = ("raw", "items", "records", "rejects", "warnings", "pushes", "files", "runs",
-                 "cursors")  # fmt: skip
+        names = (
+            "raw",
+            "items",
+            "records",
+            "rejects",
+            "warnings",
+            "pushes",
+            "files",
+            "runs",
+            "cursors",
+        )
         for name in names:
             for commit in self.lake.history(name, limit):
                 rows.append(

@@ -28,12 +28,11 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from . import reads
-from .blocks import changed_rows, partition_files
+from .blocks import changed_rows
 from .errors import CatalogLakeError, LakeError, UsageError, first_line
 from .exports import EXPORTED, Exported, require_format, write_export
-from .lake import STORE_ERRORS, Lake
-from .layout import conform
+from .lake import STORE_ERRORS, Lake, reads
+from .lake.layout import conform
 from .literals import quote
 from .schemas import CURSORS, RECORDS
 from .settings import resolved_lake_uri
@@ -70,14 +69,12 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
             starts, or an old version whose files are gone (vacuumed): the
             message offers a full export instead.
     """
-    table = lake.table("records")
-    if table is None:
+    latest = lake.version("records")
+    if latest is None:
         lake.require()
         raise LakeError("the lake has no records table yet; push or ingest a feed first")
-    start = reads.version_as_of("records", table, since, "since")
-    end = (
-        table.version() if until is None else reads.version_as_of("records", table, until, "until")
-    )
+    start = reads.version_as_of(lake, "records", since, "since")
+    end = latest if until is None else reads.version_as_of(lake, "records", until, "until")
     if end < start:
         raise UsageError(
             f"until (version {end}) is before since (version {start})", "until", "since"
@@ -86,10 +83,10 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
     if end == start:
         return Changes(start, end, RECORDS.empty_table().select(EXPORTED), empty)
     try:
-        before_table = lake.snapshot("records", start, table)
-        after_table = lake.snapshot("records", end, table)
-        before_files = partition_files(before_table, "id_block")
-        after_files = partition_files(after_table, "id_block")
+        before_version = reads.at_version(lake, "records", start)
+        after_version = reads.at_version(lake, "records", end)
+        before_files = before_version.files_by_block()
+        after_files = after_version.files_by_block()
     except (*STORE_ERRORS, CatalogLakeError) as exc:
         raise _behind(start, exc) from None
     touched = sorted(
@@ -99,8 +96,8 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
     if not touched:
         return Changes(start, end, RECORDS.empty_table().select(EXPORTED), empty)
     try:
-        before = _rows(before_table, touched, lake.storage_options)
-        after = _rows(after_table, touched, lake.storage_options)
+        before = _rows(before_version, touched)
+        after = _rows(after_version, touched)
     except (*STORE_ERRORS, pl.exceptions.PolarsError) as exc:
         raise _behind(start, exc) from None
     content = [c for c in EXPORTED if c != "object_id"]
@@ -115,13 +112,13 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
     )
 
 
-def _rows(table: Any, blocks: list[int], options: dict[str, str] | None) -> pl.DataFrame:
-    """The records of some id blocks of a snapshot, their exported columns in today's types.
+def _rows(version: reads.Version, blocks: list[int]) -> pl.DataFrame:
+    """The records of some id blocks of a version, their exported columns in today's types.
 
     Cast in the scan, not through Arrow: the blocks of a scattered change can
     be most of the lake, and only the upserts leave Polars (``conform``).
     """
-    frame = pl.scan_delta(table, storage_options=options).filter(pl.col("id_block").is_in(blocks))
+    frame = version.scan_blocks(blocks)
     stored = frame.collect_schema()
     return frame.select(
         pl.col(c).cast(dtype) if c in stored else pl.lit(None, dtype).alias(c)
@@ -248,7 +245,7 @@ _SUFFIX = {
 
 def cursor(lake: Lake, target: str) -> dict[str, Any] | None:
     """A target's cursor: the latest row the ``cursors`` table holds for it, or None."""
-    if lake.table("cursors") is None:
+    if lake.version("cursors") is None:
         return None
     rows = lake.read(
         "cursors",
@@ -260,7 +257,7 @@ def cursor(lake: Lake, target: str) -> dict[str, Any] | None:
 
 def cursors(lake: Lake) -> list[dict[str, Any]]:
     """Every target's cursor (its latest row)."""
-    if lake.table("cursors") is None:
+    if lake.version("cursors") is None:
         return []
     rows = lake.read("cursors", 'SELECT * FROM "cursors" ORDER BY synced_at, version').to_pylist()
     latest: dict[str, dict[str, Any]] = {}
@@ -319,16 +316,22 @@ def sync(
     lake = catalog.lake
     lake.require()
     lake.ensure()
-    table = lake.table("records")
-    latest = table.version() if table is not None else 0
+    latest = lake.version("records") or 0
     manifest, new = place.claim(
         resolved_lake_uri(lake.uri), lake.identity() or "", fmt, now or catalog.clock(), full=full
     )
     previous = None if full or new else cursor(lake, place.key)
     if previous is not None and previous["version"] >= latest:
-        return {"target": place.key, "format": fmt, "from_version": previous["version"],
-                "to_version": latest, "upserts": 0, "deletes": 0, "file": None,
-                "lake_id": manifest["lake_id"]}  # fmt: skip
+        return {
+            "target": place.key,
+            "format": fmt,
+            "from_version": previous["version"],
+            "to_version": latest,
+            "upserts": 0,
+            "deletes": 0,
+            "file": None,
+            "lake_id": manifest["lake_id"],
+        }
     if previous is None:
         upserts = reads.select(lake, "records", order_by="object_id", as_of=latest)
         found = Changes(-1, latest, upserts.select(EXPORTED), pa.array([], pa.int64()))
@@ -352,8 +355,9 @@ def sync(
         "upserts": found.upserts.num_rows - len(exported.too_large),
         "deletes": deletes,
     }
-    lake.append("cursors", pa.Table.from_pylist([row], schema=CURSORS),
-                {"catalog_lake.operation": "sync"})  # fmt: skip
+    lake.append(
+        "cursors", pa.Table.from_pylist([row], schema=CURSORS), {"catalog_lake.operation": "sync"}
+    )
     return {
         "target": place.key,
         "format": fmt,

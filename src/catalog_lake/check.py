@@ -171,9 +171,12 @@ def one_row_per_item(t: Tables) -> Iterator[Found]:
         sorted(set(ids[ids.duplicated()].tolist())),
     )
     joined = t.items.merge(
-        t.records, on="client_item_id", how="outer", suffixes=("_items", "_records"),
+        t.records,
+        on="client_item_id",
+        how="outer",
+        suffixes=("_items", "_records"),
         indicator=True,
-    )  # fmt: skip
+    )
     deleted = joined["deleted"].fillna(False).astype(bool)
     alone = (joined["_merge"] == "right_only") | ((joined["_merge"] == "left_only") & ~deleted)
     yield Found(
@@ -243,9 +246,14 @@ def responses_hold(t: Tables) -> Iterator[Found]:
         for entry in response["items"]:
             for client_id, service_id in entry.items():
                 if current.get(client_id, service_id) != service_id:
-                    changed.append({"client_item_id": client_id, "returned": service_id,
-                                    "now": current[client_id],
-                                    "request_id": request_id})  # fmt: skip
+                    changed.append(
+                        {
+                            "client_item_id": client_id,
+                            "returned": service_id,
+                            "now": current[client_id],
+                            "request_id": request_id,
+                        }
+                    )
     yield Found(4, "pushes row disagrees with its response", disagreeing)
     yield Found(2, "a client_item_id's service id changed after it was returned", changed)
 

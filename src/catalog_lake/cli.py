@@ -20,12 +20,11 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError
 from typer.core import TyperGroup
 
-from . import cli_search
+from . import cli_search, cli_tables
 from .cli_options import (
     AlwaysJson,
     JsonOption,
     LakeOption,
-    RowsJson,
     StorageOptions,
     StrictValues,
     fail,
@@ -37,15 +36,10 @@ from .errors import CatalogLakeError, UsageError
 from .lake import STORE_ERRORS
 from .terminal import (
     IngestProgress,
-    counted,
-    done,
-    listed,
     native_stderr,
     out,
     print_json,
-    refused,
     say_error,
-    show,
 )
 
 
@@ -172,18 +166,6 @@ app = typer.Typer(
     context_settings={"max_content_width": 120},
 )
 
-#: What ``records`` shows in a terminal without --columns: 25 columns do not fit one.
-DEFAULT_COLUMNS = (
-    "object_id",
-    "client_item_id",
-    "product_name",
-    "price",
-    "mrp",
-    "on_sale",
-    "inventory",
-    "brand",
-)
-
 
 def _version(shown: bool) -> None:
     if shown:
@@ -265,102 +247,6 @@ def push(
         raise typer.Exit(1)
     if strict and item_failures:
         raise typer.Exit(3)
-
-
-@app.command()
-def records(
-    lake: LakeOption = None,
-    storage_option: StorageOptions = None,
-    where: Annotated[
-        str | None,
-        typer.Option(help='SQL condition, e.g. "on_sale AND price < 500" (read-only).'),
-    ] = None,
-    columns: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated columns to show, or '*' for all (default: a readable set "
-            "in a table, all of them with --json)."
-        ),
-    ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many records.")] = 20,
-    as_of: Annotated[
-        str | None,
-        typer.Option("--as-of", metavar="WHEN", help="Table version number or ISO timestamp."),
-    ] = None,
-    as_json: RowsJson = False,
-) -> None:
-    """Show flat search records, by service id (a readable set; --columns '*' for all)."""
-    if columns is None:
-        wanted = None if as_json else list(DEFAULT_COLUMNS)
-    elif columns.strip() == "*":
-        wanted = None
-    else:
-        wanted = [c.strip() for c in columns.split(",") if c.strip()]
-    frame = open_catalog(lake, storage_option).query_records(where, wanted, limit, as_of)
-    show(frame, as_json, f"records ({len(frame)} shown)")
-
-
-@app.command()
-def rejects(
-    lake: LakeOption = None,
-    storage_option: StorageOptions = None,
-    request_id: Annotated[str | None, typer.Option(help="Only this push.")] = None,
-    code: Annotated[
-        str | None, typer.Option(help="Only items failing with this error code.")
-    ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many rejected items.")] = 50,
-    as_json: RowsJson = False,
-) -> None:
-    """Show rejected items with their error codes and messages."""
-    frame = open_catalog(lake, storage_option).rejects()
-    listed(frame, request_id, code, limit, as_json, "errors", refused, "rejects")
-
-
-@app.command()
-def warnings(
-    lake: LakeOption = None,
-    storage_option: StorageOptions = None,
-    request_id: Annotated[str | None, typer.Option(help="Only this push.")] = None,
-    code: Annotated[str | None, typer.Option(help="Only items warned with this code.")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many items.")] = 50,
-    as_json: RowsJson = False,
-) -> None:
-    """Show items stored with warnings: each value dropped or repaired, as sent."""
-    frame = open_catalog(lake, storage_option).warnings()
-    listed(frame, request_id, code, limit, as_json, "warnings", done, "items stored with warnings")
-
-
-@app.command()
-def history(
-    lake: LakeOption = None,
-    storage_option: StorageOptions = None,
-    limit: Annotated[int, typer.Option(min=1, help="Rows of each kind to show.")] = 20,
-    versions: Annotated[
-        bool, typer.Option("--versions", help="Show table versions instead of pushes.")
-    ] = False,
-    as_json: RowsJson = False,
-) -> None:
-    """Show the latest pushes and deletes (or, with --versions, table versions), newest first."""
-    catalog = open_catalog(lake, storage_option)
-    if versions:
-        frame = catalog.history(limit)
-        show(frame.drop(columns=["metrics"]) if not as_json else frame, as_json, "table versions")
-        return
-    frame = catalog.pushes()
-    frame = frame.assign(operation=frame["operation"].fillna("push"))
-    columns = [
-        "request_id",
-        "operation",
-        "received_at",
-        "received",
-        "success",
-        "failed",
-        "duration_ms",
-        "source",
-    ]
-    view = frame[columns].sort_values("received_at", ascending=False).head(limit)
-    view = view.assign(duration_ms=view["duration_ms"].round(1))
-    show(view, as_json, f"pushes and deletes ({counted(len(view), len(frame))})")
 
 
 @app.command()
@@ -454,7 +340,7 @@ def ingest(
             max_delete_share,
             allow_mass_delete,
             max_delete_share_per_day,
-        )  # fmt: skip
+        )
         if full_refresh
         else None
     )
@@ -702,6 +588,7 @@ def main() -> None:
         gc.freeze()
 
 
+app.add_typer(cli_tables.app)
 app.add_typer(cli_search.app)
 
 

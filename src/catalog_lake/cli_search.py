@@ -86,18 +86,26 @@ def say_fitted(summary: dict, *, deleted: bool = False) -> None:
     budget = summary["max_record_bytes"]
     if summary["trimmed"]:
         ids = ", ".join(summary["trimmed_ids"][:10])
-        print(f"{count(summary['trimmed'], 'record')} trimmed to {budget:,} bytes: {ids}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{count(summary['trimmed'], 'record')} trimmed to {budget:,} bytes: {ids}",
+            file=sys.stderr,
+        )
     if summary["too_large"]:
         ids = ", ".join(summary["too_large_ids"][:10])
         fate = "left out and deleted from the engine" if deleted else "left out"
-        print(f"{count(summary['too_large'], 'record')} {fate}, over {budget:,} bytes even "
-              f"trimmed: {ids}", file=sys.stderr)  # fmt: skip
+        print(
+            f"{count(summary['too_large'], 'record')} {fate}, over {budget:,} bytes even "
+            f"trimmed: {ids}",
+            file=sys.stderr,
+        )
     if summary.get("long_filter_values"):
         ids = ", ".join(summary["long_filter_values_ids"][:10])
-        print(f"{count(summary['long_filter_values'], 'record')} with a filter value over "
-              f"Meilisearch's {FILTER_VALUE_BYTES} bytes, which it filters by their first "
-              f"{FILTER_VALUE_BYTES}: {ids}", file=sys.stderr)  # fmt: skip
+        print(
+            f"{count(summary['long_filter_values'], 'record')} with a filter value over "
+            f"Meilisearch's {FILTER_VALUE_BYTES} bytes, which it filters by their first "
+            f"{FILTER_VALUE_BYTES}: {ids}",
+            file=sys.stderr,
+        )
 
 
 def summary_on_stdout(as_json: bool, output: str) -> None:

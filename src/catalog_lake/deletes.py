@@ -32,16 +32,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import reads, settings
+from . import settings
 from .blocks import removed, tombstoned
+from .claims import stored
 from .clean import identifier_ok
 from .errors import ErrorCode, PushError, UsageError
-from .lake import LAKE_ERRORS, races
+from .lake import LAKE_ERRORS, races, reads
 from .literals import quote, sql_timestamp
 from .push import check_key, write_failed
 from .schemas import PUSHES, RAW, REJECTS
 from .sources import place_of
-from .store import Catalog, stored
+from .store import Catalog
 
 #: The keys of a delete's answer, in the push response's style (SPEC 2.7).
 REQUEST_KEY = "catalog_delete_request_id"
@@ -128,14 +129,23 @@ def delete(
         if replay is None:
             catalog.lake.append(
                 "raw",
-                _raw_rows(ids, texts, refused, request_id, received_at, source, flow_run_id,
-                          idempotency_key),
+                _raw_rows(
+                    ids,
+                    texts,
+                    refused,
+                    request_id,
+                    received_at,
+                    source,
+                    flow_run_id,
+                    idempotency_key,
+                ),
                 metadata,
-            )  # fmt: skip
+            )
             raw_written = True
         if errors and not (replay and catalog.lake.has("rejects", "request_id", request_id)):
-            catalog.lake.append("rejects", _reject_rows(ids, texts, errors, request_id,
-                                                        received_at), metadata)  # fmt: skip
+            catalog.lake.append(
+                "rejects", _reject_rows(ids, texts, errors, request_id, received_at), metadata
+            )
         outcome: dict[str, str] = {}
         if acted:
             blocks = pa.array([object_ids[t] // settings.ID_BLOCK_SIZE for t in acted], pa.int64())
@@ -153,8 +163,19 @@ def delete(
                     "records", blocks, lambda rows: removed(rows, gone, received_at), metadata
                 )
         response = _answer(request_id, ids, texts, errors, object_ids, outcome)
-        return _store_row(catalog, response, request_id, received_at, started, digest,
-                          source, flow_run_id, idempotency_key, len(ids), metadata)  # fmt: skip
+        return _store_row(
+            catalog,
+            response,
+            request_id,
+            received_at,
+            started,
+            digest,
+            source,
+            flow_run_id,
+            idempotency_key,
+            len(ids),
+            metadata,
+        )
     except (*LAKE_ERRORS, pa.ArrowException) as exc:
         catalog.lake.unsure()
         raise write_failed(exc, request_id, raw_written=raw_written) from exc
@@ -229,16 +250,25 @@ _MESSAGES = {
 
 def _error(code: ErrorCode, value: Any) -> dict[str, Any]:
     shown = value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
-    return {"field": "client_item_id", "code": str(code), "message": _MESSAGES[code],
-            "value": shown}  # fmt: skip
+    return {
+        "field": "client_item_id",
+        "code": str(code),
+        "message": _MESSAGES[code],
+        "value": shown,
+    }
 
 
 def _outcomes_now(catalog: Catalog, acted: list[str]) -> dict[str, str]:
     """What a delete now would do to each id (a dry run): deleted, or already so."""
     if not acted:
         return {}
-    rows = reads.lookup(catalog.lake, "items", "client_item_id", sorted(set(acted)),
-                        ["client_item_id", "deleted_at"])  # fmt: skip
+    rows = reads.lookup(
+        catalog.lake,
+        "items",
+        "client_item_id",
+        sorted(set(acted)),
+        ["client_item_id", "deleted_at"],
+    )
     gone = pc.is_valid(rows["deleted_at"]).to_pylist()
     names = rows["client_item_id"].to_pylist()
     return {n: "already_deleted" if g else "deleted" for n, g in zip(names, gone, strict=True)}
@@ -379,8 +409,9 @@ def _store_row(
             if earlier is not None:
                 return earlier.response
             # A lost race raises ``FenceMoved``: the next attempt looks at what landed.
-            catalog.lake.append("pushes", pa.Table.from_pylist([row], schema=PUSHES),
-                                metadata, fence=fence)  # fmt: skip
+            catalog.lake.append(
+                "pushes", pa.Table.from_pylist([row], schema=PUSHES), metadata, fence=fence
+            )
             return response
     raise AssertionError("unreachable: the last lost race is raised")
 
@@ -492,8 +523,13 @@ def refresh(
             "refresh deletes only after every file was stored, so nothing was deleted"
         )
     if not catalog.lake.exists():
-        return report | {"status": "nothing_to_delete", "in_scope": 0, "to_delete": 0,
-                         "deleted": 0, "ids": []}  # fmt: skip
+        return report | {
+            "status": "nothing_to_delete",
+            "in_scope": 0,
+            "to_delete": 0,
+            "deleted": 0,
+            "ids": [],
+        }
     carried = set(seen) | _carried_before(catalog, source, unchanged)
     in_scope = _scope(catalog, how, source, paths)
     gone = sorted(set(in_scope) - carried)
@@ -577,9 +613,12 @@ def _scope(catalog: Catalog, how: Refresh, source: str, paths: list[str]) -> lis
     keyed = catalog.lake.read(
         "pushes", 'SELECT request_id, idempotency_key FROM "pushes"'
     ).to_pylist()
-    batches = [r["request_id"] for r in keyed
-               if (r["idempotency_key"] or "").startswith("file:")
-               and r["idempotency_key"].split(":")[1] in places]  # fmt: skip
+    batches = [
+        r["request_id"]
+        for r in keyed
+        if (r["idempotency_key"] or "").startswith("file:")
+        and r["idempotency_key"].split(":")[1] in places
+    ]
     # A run that lost the race for a batch's key to a run beside it (two refreshes of one
     # folder at once) had already written the batch's items under its own request id, which
     # no pushes row names: raw keeps that id's key, so its items stay in scope (issue 42).

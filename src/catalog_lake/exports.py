@@ -36,9 +36,20 @@ class Roles:
     searchable: tuple[str, ...] = ("product_name", "description", "categories", "brand", "synonyms")
     #: Shown in results (SPEC 2.1), and what a result needs to link and explain itself.
     displayed: tuple[str, ...] = (
-        "object_id", "client_item_id", "product_name", "description", "price", "mrp", "on_sale",
-        "discount_pct", "image", "in_stock", "categories", "brand", "tags",
-    )  # fmt: skip
+        "object_id",
+        "client_item_id",
+        "product_name",
+        "description",
+        "price",
+        "mrp",
+        "on_sale",
+        "discount_pct",
+        "image",
+        "in_stock",
+        "categories",
+        "brand",
+        "tags",
+    )
     #: Filters: SPEC 2.1's boolean, numeric and list filters, then stock and brand.
     filters: tuple[str, ...] = ("on_sale", "price", "categories", "in_stock", "brand", "tags")
     #: Facets users count by (a subset of the filters).
@@ -46,9 +57,16 @@ class Roles:
     #: What the embedded search (``ranking.py``) counts and filters on: the engines'
     #: facets, the attributes a shopper narrows a catalog by, and the two flags.
     search_facets: tuple[str, ...] = (
-        "brand", "categories", "tags", "colour", "size", "gender", "lake_category", "on_sale",
+        "brand",
+        "categories",
+        "tags",
+        "colour",
+        "size",
+        "gender",
+        "lake_category",
+        "on_sale",
         "in_stock",
-    )  # fmt: skip
+    )
     #: The embedded search's range filters, each with the kind of number it compares.
     search_ranges: tuple[tuple[str, str], ...] = (("price", "float"), ("inventory", "integer"))
     #: Custom ranking after text relevance, each descending: business metrics, then
@@ -135,7 +153,7 @@ def _meilisearch(roles: Roles) -> dict[str, Any]:
             "sort",
             "exactness",
             *(f"{_RANK}{a}:desc" for a in roles.ranking),
-        ],  # fmt: skip
+        ],
         "distinctAttribute": roles.group,
     }
 
@@ -576,7 +594,7 @@ def _lines(text: pl.DataFrame, fmt: str, batch: int) -> pl.Series:
                     "document",
                     pl.lit("}"),
                 ]
-            )  # fmt: skip
+            )
         )
     elif fmt in ("elasticsearch", "opensearch"):
         lines = text.select(

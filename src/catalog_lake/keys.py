@@ -35,12 +35,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from . import reads, settings
-from .commitlog import Since, concerns, keys_added
-from .datafiles import Staged
+from . import settings
 from .errors import FenceMoved
-from .lake import Lake, is_local, races
-from .reads import BlocksScan
+from .lake import Lake, is_local, races, reads
+from .lake.files import Staged
+from .lake.log import Since, concerns, keys_added
+from .lake.reads import BlocksScan
 from .records import Batch
 from .schemas import TS
 
@@ -123,8 +123,8 @@ class Keys:
         Like ``assign``, but the new keys join the index now, before their
         items commit, so the next group of the same ingest finds them and
         its ids follow on. The index keeps its fence: the group's items
-        commit is fenced at it plus the commits of this chain before it
-        (``staged``), and ``landed`` counts each. Any failure must
+        commit is fenced at the fence the commits of this chain before it
+        left (``store.commit_group``), and ``landed`` takes each. Any failure must
         ``forget`` the index, which drops every id held and not landed.
         Returns each row's id and whether it is new.
         """
@@ -148,14 +148,6 @@ class Keys:
             max_id = max(index.max_id, int(object_id[new].max()))
             self._index = KeyIndex(index.version, table, max_id, index.fence)
         return object_id, ~new
-
-    def landed(self) -> None:
-        """A fenced items commit of a ``reserve``d group landed: the index is at its version."""
-        cached = self._index
-        self._held = max(0, self._held - 1)
-        if cached is not None:
-            version = self.lake.version("items", refresh=False)
-            self._index = KeyIndex(version, cached.table, cached.max_id, cached.fence + 1)
 
     @property
     def version(self) -> int | None:
@@ -196,7 +188,7 @@ class Keys:
             with attempt:
                 base = self.lake.id_counter()
                 top = max(base, floor)
-                self.lake.commit_files("items", Staged(), None, None, (base, top + count))
+                self.lake.commit_files("items", Staged(), None, claim=(base, top + count))
                 return top + 1
         raise AssertionError("unreachable: the last lost race is raised")
 
@@ -232,7 +224,7 @@ class Keys:
         would otherwise read the whole key column of the items table for
         every push. The copy is checked against the table's version and
         fence, so another writer's commit makes us read it again; our own
-        pushes add their new keys to it (``remember``). Reading it again
+        pushes add their new keys to it (``landed``). Reading it again
         starts from the lake's key snapshot, when there is one
         (``from_files``). The fence is read first: keys read afterwards are
         at least as new, so an id allocated in between fails the commit
@@ -291,28 +283,34 @@ class Keys:
         if scan.version is not None:
             save_snapshot(self.lake, KeySnapshot(scan.version, scan.files, table))
 
-    def remember(self, items: Batch) -> None:
-        """Add the new items of a push whose fenced items commit just landed to the index.
+    def landed(self, items: Batch | None, fence: int) -> None:
+        """A fenced items commit of ours landed and left ``fence``: the index is at its version.
 
-        That commit carried the index's fence number plus one, so the table
-        is now at the version it made, with nobody else's ids in between.
+        That commit carried the index's fence, so the table is now at the
+        version it made, with nobody else's ids in between. ``items`` are
+        the group's items with their ids (``assign``): their new keys join
+        the index now. None: a group whose keys joined it when their ids
+        were given (``reserve``).
         """
         cached, self._index = self._index, None
-        new = pa.table({c: items[c] for c in ("client_item_id", "object_id", "id_block")})
-        new = new.filter(pc.invert(items["known"]))
-        self._spare = self._spare[new.num_rows :]  # ``assign(hold=True)`` took the first ones
+        if items is None:
+            self._held = max(0, self._held - 1)
+            new = None
+        else:
+            new = pa.table({c: items[c] for c in ("client_item_id", "object_id", "id_block")})
+            new = new.filter(pc.invert(items["known"]))
+            self._spare = self._spare[new.num_rows :]  # ``assign(hold=True)`` took the first
         if cached is None:
             return
         version = self.lake.version("items", refresh=False)
-        if not new.num_rows:
-            self._index = KeyIndex(version, cached.table, cached.max_id, cached.fence + 1)
+        if new is None or not new.num_rows:
+            self._index = KeyIndex(version, cached.table, cached.max_id, fence)
             return
-        added = new.cast(cached.table.schema)
-        table = pa.concat_tables([cached.table, added])
+        table = pa.concat_tables([cached.table, new.cast(cached.table.schema)])
         if table["client_item_id"].num_chunks > 64:
             table = table.combine_chunks()
         max_id = max(cached.max_id, pc.max(new["object_id"]).as_py())
-        self._index = KeyIndex(version, table, max_id, cached.fence + 1)
+        self._index = KeyIndex(version, table, max_id, fence)
 
 
 def _ids(

@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import reads
 from .blocks import changed_rows, content_columns
+from .lake import reads
 from .literals import sql_timestamp
 from .records import Batch, derive_records, unpack_attributes
 from .schemas import ITEMS, RECORDS, TABLES

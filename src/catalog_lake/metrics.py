@@ -14,9 +14,9 @@ import pandas as pd
 import pyarrow as pa_
 import pyarrow.compute as pc
 
-from . import reads, settings
+from . import settings
 from .errors import CatalogLakeError, LakeError, first_line
-from .lake import STORE_ERRORS
+from .lake import STORE_ERRORS, reads
 from .store import Catalog
 
 

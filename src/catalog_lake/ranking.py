@@ -173,9 +173,11 @@ def matching_query(schema: Any, words: list[str]) -> Any:
     if not words:
         return tantivy.Query.all_query()
     return tantivy.Query.boolean_query(
-        [(tantivy.Occur.Should, _word_matches(schema, w, i == len(words) - 1))
-         for i, w in enumerate(words)]
-    )  # fmt: skip
+        [
+            (tantivy.Occur.Should, _word_matches(schema, w, i == len(words) - 1))
+            for i, w in enumerate(words)
+        ]
+    )
 
 
 def restricted(query: Any, restriction: Any) -> Any:
@@ -485,8 +487,9 @@ def _in_rank_order(schema: Any, searcher: Any, query: Any, limit: int) -> tuple[
     above = sum(1 for key, _ in found if key > lowest)
     key = tantivy.Query.range_query(schema, "rank_key", tantivy.FieldType.Unsigned, lowest, lowest)
     tied = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, key)])
-    rest = searcher.search(tied, limit=limit - above, count=False, order_by_field="object_id",
-                           order=tantivy.Order.Asc).hits  # fmt: skip
+    rest = searcher.search(
+        tied, limit=limit - above, count=False, order_by_field="object_id", order=tantivy.Order.Asc
+    ).hits
     return ordered[:above] + [address for _, address in rest], False
 
 

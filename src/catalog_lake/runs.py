@@ -148,15 +148,21 @@ def record_files(
     """Write one ``files`` row per file handled, so the next run can skip it."""
     if not results:
         return
-    _append_files(catalog, plan_, flow_run_id, plan_.last_seen, {
-        "path": [r.feed.path for r in results],
-        "checksum": [r.feed.checksum for r in results],
-        "size": [r.feed.size for r in results],
-        "status": [r.status for r in results],
-        "error": [r.error for r in results],
-        "items": [r.items for r in results],
-        "request_ids": [r.request_ids for r in results],
-    })  # fmt: skip
+    _append_files(
+        catalog,
+        plan_,
+        flow_run_id,
+        plan_.last_seen,
+        {
+            "path": [r.feed.path for r in results],
+            "checksum": [r.feed.checksum for r in results],
+            "size": [r.feed.size for r in results],
+            "status": [r.status for r in results],
+            "error": [r.error for r in results],
+            "items": [r.items for r in results],
+            "request_ids": [r.request_ids for r in results],
+        },
+    )
 
 
 def record_removed(
@@ -170,15 +176,21 @@ def record_removed(
     if not paths:
         return
     known = known_files(catalog, plan_.source)
-    _append_files(catalog, plan_, flow_run_id, known.last_seen, {
-        "path": paths,
-        "checksum": [known.latest.get(p, ("", ""))[0] for p in paths],
-        "size": [0] * len(paths),
-        "status": [REMOVED] * len(paths),
-        "error": [None] * len(paths),
-        "items": [0] * len(paths),
-        "request_ids": [[] for _ in paths],
-    })  # fmt: skip
+    _append_files(
+        catalog,
+        plan_,
+        flow_run_id,
+        known.last_seen,
+        {
+            "path": paths,
+            "checksum": [known.latest.get(p, ("", ""))[0] for p in paths],
+            "size": [0] * len(paths),
+            "status": [REMOVED] * len(paths),
+            "error": [None] * len(paths),
+            "items": [0] * len(paths),
+            "request_ids": [[] for _ in paths],
+        },
+    )
 
 
 def _append_files(

@@ -28,9 +28,8 @@ import pyarrow as pa
 import tantivy
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from . import reads
 from .errors import LakeError, SearchError
-from .lake import Lake, is_local
+from .lake import Lake, is_local, reads
 from .ranking import (
     FACETS,
     SEARCHED,
@@ -134,9 +133,8 @@ class SearchIndex:
         started = time.perf_counter()
         if self._index is not None and self.lake.is_latest("records", self.version):
             return {"action": "current", "version": self.version, "seconds": 0.0}
-        table = self.lake.table("records")
-        latest = table.version() if table is not None else None
-        self.lake_id = table.metadata().id if table is not None else None
+        latest = self.lake.version("records")
+        self.lake_id = self.lake.identity() if latest is not None else None
         if self._index is None and not self._opened():
             return self._rebuilt(latest, started, "built")
         state = self._state()
@@ -287,8 +285,13 @@ class SearchIndex:
         # Which documents match, counted and faceted in one pass over the ``words``
         # field; the attribute-by-attribute query is only for ranking.
         matching = restricted(matching_query(self.schema, words), restriction)
-        aggregated = self._aggregated(searcher, matching, distinct, tuple(facets),
-                                      everything=not words and restriction is None)  # fmt: skip
+        aggregated = self._aggregated(
+            searcher,
+            matching,
+            distinct,
+            tuple(facets),
+            everything=not words and restriction is None,
+        )
         count = round(aggregated["hits"].get("value") or 0)
         # The distinct count is an estimate (HyperLogLog): never more than the hits.
         groups = aggregated.get("groups", {}).get("value")

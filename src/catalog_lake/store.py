@@ -1,10 +1,24 @@
-"""A push's writes, in the documented order, and correct beside any number of writers.
+"""A group of pushes, committed in the write order, correct beside any number of writers.
 
-``push`` plans what a group of pushes stores and answers; this module carries
-the plan out against the lake (docs/design.md, "Write order" and "Writers"):
-it answers a push whose idempotency key is stored from the ``pushes`` table,
-then commits ``raw``, ``rejects`` and ``warnings``, ``items`` (ids allocated at
-the items table's fence), ``records``, and last the fenced ``pushes`` rows.
+``commit_group`` is the one carrier of the write order (docs/design.md,
+"Write order" and "Writers"): whichever path made a group's files, rows
+derived in this process (``run``) or files a Dask worker wrote
+(``workers.Chain``), its tables are committed here, one after another:
+
+1. ``raw``: the journal; once it commits, the pushes can be replayed whole;
+2. ``rejects`` and ``warnings``: appends, which a replay skips when present;
+3. ``items``: fenced at the key index that gave the ids;
+4. ``records``: fenced at the records fence read before the ids;
+5. ``pushes``: the commit marker, fenced: a request id or idempotency key is
+   stored once, and a request id in ``raw`` without its row here is an
+   interrupted push, which ``Catalog.repair`` finishes.
+
+A commit that loses a race to another writer reads what the winner
+committed: when it left our files right, the same files are committed again
+at the new fence (``_committed``); when it did not, a group made here does
+its part again (its ids given again, its records folded into their blocks),
+and a group written elsewhere ends, for ``Catalog.repair`` to finish from its
+``raw`` rows. Every fence a commit leaves is counted here (``next_fence``).
 ``dry_run`` computes the very same answers and writes nothing.
 """
 
@@ -14,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
@@ -25,11 +39,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import settings
-from .commitlog import concerns, keys_added
-from .errors import FenceMoved, PushError
+from .claims import conflict, earlier_pushes, idempotent, stored
+from .errors import FenceMoved
 from .keys import Keys
-from .lake import LAKE_ERRORS, Lake, races
-from .literals import quote
+from .lake import LAKE_ERRORS, Lake, next_fence, races
+from .lake.files import Staged
+from .lake.log import Since, concerns, keys_added
 from .parse import ParsedPush, combine
 from .push import (
     Checked,
@@ -47,6 +62,9 @@ from .records import Batch, Synonyms, derive_records
 from .schemas import ITEMS, PUSHES, RECORDS
 from .summary import DRY_RUN_KEY
 
+#: The tables a group commits, in order; the first three are its journal.
+WRITE_ORDER = ("raw", "rejects", "warnings", "items", "records", "pushes")
+JOURNAL = WRITE_ORDER[:3]
 #: The storage's logger, where retries are logged and the benchmark counts them.
 _log = logging.getLogger("catalog_lake.lake")
 
@@ -74,291 +92,171 @@ class Catalog(Protocol):
         """Save the lake's key snapshot as of now."""
 
 
-def earlier_pushes(lake: Lake, pushes: list[Push]) -> tuple[int, dict[str, Earlier]]:
-    """The pushes table's fence, and the pushes already stored under these pushes' keys.
+@dataclass
+class Part:
+    """One fenced table's share of a group: its files, and what a lost race is judged by.
 
-    The keys live in the ``pushes`` table, written last by every push, so
-    a key is only "used" once its push completed. The fence is read
-    first: a push under one of these keys that lands after this read
-    makes our pushes commit fail, and it is looked at then
-    (``_claimed``).
+    ``keys`` and ``blocks`` are the client ids and id blocks the files hold:
+    a winner that stored none of those keys and rewrote none of those blocks
+    left the files right. ``rows`` are the records themselves where this
+    process derived them (a lost race folds them into their blocks); None
+    for files written elsewhere.
     """
-    _, fence = lake.fence("pushes")
-    keys = sorted({p.idempotency_key for p in pushes if p.idempotency_key is not None})
-    return fence, stored(lake, keys=keys)
+
+    staged: Staged
+    keys: pa.Array
+    blocks: set[int]
+    rows: pa.Table | None = None
+    #: Items: the ids' client ids the lake held newer (their records are not written).
+    kept_ids: list[str] = field(default_factory=list)
+    #: Items: the items with their ids, where this process derived them.
+    batch: Batch | None = None
 
 
-def stored(
-    lake: Lake,
-    *,
-    keys: list[str] = (),
-    request_ids: list[str] = (),  # type: ignore[assignment]
-) -> dict[str, Earlier]:
-    """Stored pushes by idempotency key and by request id (the first stored of each)."""
-    clauses = []
-    if keys:
-        clauses.append(f"idempotency_key IN ({', '.join(quote(k) for k in keys)})")
-    if request_ids:
-        clauses.append(f"request_id IN ({', '.join(quote(r) for r in request_ids)})")
-    if not clauses:
-        return {}
-    found = lake.read(
-        "pushes",
-        "SELECT request_id, idempotency_key, payload_sha256, response_json "
-        f'FROM "pushes" WHERE {" OR ".join(clauses)} ORDER BY received_at',
-    ).to_pylist()
-    by_key: dict[str, Earlier] = {}
-    for row in found:
-        earlier = Earlier(row["request_id"], row["payload_sha256"], row["response_json"])
-        by_key.setdefault(f"request:{row['request_id']}", earlier)
-        if row["idempotency_key"] is not None:
-            by_key.setdefault(f"key:{row['idempotency_key']}", earlier)
-    return by_key
+class GroupWrite(Protocol):
+    """A group of pushes ready to commit, however its files were made (``commit_group``)."""
+
+    pushes: list[Push]
+    sizes: np.ndarray
+    metadata: dict[str, str]
+    #: Whether a lost race that concerns the group's files is done again here
+    #: (rows derived in this process), or ends the group (files written elsewhere).
+    redo: bool
+    #: Set once the group's ``raw`` rows are committed: from then on ``repair`` can finish it.
+    journaled: bool
+
+    def journal(self, name: str) -> pa.Table | Staged | None:
+        """``raw``, ``rejects`` or ``warnings``: rows or files to add, None for nothing."""
+
+    def items(self) -> Part:
+        """The items with their ids, written at the key index's fence (again after a redo)."""
+
+    def records(self, items: Part, version: int | None) -> Part | None:
+        """The records of the items written (read at ``version``), None when there are none."""
+
+    def answers(self, items: Part) -> list[dict[str, Any]]:
+        """Each push's response."""
 
 
-def identified(
-    keys: Keys,
-    checked: Checked,
-    request_ids: pd.Series,
-    received_at: pd.Series,
-    hold: bool = False,
-) -> Batch:
-    """The kept items of a checked group with their service ids (``hold``: to be written)."""
-    client_ids, keep = checked.client_ids, checked.keep
-    passed = checked.checked.passed
-    # An item new to the lake was first seen by the first push that sent
-    # it, and takes its id in that order, as if the pushes came one by one.
-    first = pd.DataFrame(
-        {"at": received_at.array, "position": np.arange(len(passed))},
-        index=passed.index,
-    )[passed]
-    first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
-    return keys.assign(checked.typed, request_ids[keep], received_at[keep], first, hold)
+@dataclass(frozen=True)
+class Committed:
+    """What a group's commits left: its responses, and the records table's version and fence."""
+
+    responses: list[dict[str, Any]]
+    records_at: tuple[int | None, int]
 
 
-def run(
-    catalog: Catalog,
-    pushes: list[Push],
-    checked: Checked | None = None,
-    replayed: list[bool] | None = None,
-) -> list[dict[str, Any]]:
-    """Run pushes (or the replay of one): skip those whose key is stored, write the rest."""
-    first = pushes[0]
-    try:
-        catalog.lake.ensure(again=False)  # a push creates the lake it writes
-        fence, earlier = earlier_pushes(catalog.lake, pushes)
-    except LAKE_ERRORS as exc:
-        catalog.lake.unsure()
-        raise write_failed(exc, first.request_id, raw_written=first.replay) from exc
-    responses, todo, first_with_key = _idempotent(pushes, earlier)
-    if checked is not None and len(todo) != len(pushes):
-        # Checked ahead for all of them, but some had landed (a resumed ingest):
-        # which item of the group wins changes, so the rest is checked again.
-        checked = None
-        for number in todo:
-            if pushes[number].parsed.cells is None:
-                pushes[number] = pushes[number].reparsed()
-    written = _write(catalog, [pushes[n] for n in todo], fence, checked) if todo else []
-    for number, response in zip(todo, written, strict=True):
-        responses[number] = response
-    for number, push in enumerate(pushes):  # a key repeated within the group
-        if responses[number] is None:
-            responses[number] = responses[first_with_key[push.idempotency_key or ""]]
-    if replayed is not None:
-        done = set(todo)
-        replayed[:] = [number not in done for number in range(len(pushes))]
-    return [r for r in responses if r is not None]
+def commit_group(
+    catalog: Catalog, group: GroupWrite, fence: int, records_at: tuple[int | None, int]
+) -> Committed:
+    """Commit a group's tables in the write order; its responses, and the records fence after.
 
+    ``fence`` is the pushes table's fence when the group's keys were checked
+    (``earlier_pushes``); ``records_at`` the records table's version and fence
+    read before the group's ids were given.
 
-def dry_run(catalog: Catalog, pushes: list[Push], checked: Checked | None) -> list[dict[str, Any]]:
-    """What the pushes would answer, computed as a push computes it, with nothing written.
-
-    Idempotency keys are honoured as a push honours them: a stored key
-    answers with its push's response (or is refused for other content).
+    Raises:
+        FenceMoved: a group written elsewhere lost a race that concerns it.
+        LakeError, OSError, DeltaError: the lake could not be written.
     """
-    exists = catalog.lake.exists()
-    earlier = earlier_pushes(catalog.lake, pushes)[1] if exists else {}
-    responses, todo, first_with_key = _idempotent(pushes, earlier)
-    if checked is not None and len(todo) != len(pushes):
-        checked = None  # checked for all of them (on a worker): the rest is checked again
-    group = [pushes[n] for n in todo]
-    if checked is None:  # a payload checked on a worker travelled without its cells
-        group = [p.reparsed() if p.parsed.cells is None else p for p in group]
-    if group:
-        parsed, sizes, request_ids, received_at = _group(group)
-        if checked is None:
-            checked = check_group(parsed, request_ids, _strict_rows(group, sizes))
-        if exists:
-            items = identified(catalog.keys, checked, request_ids, received_at)
-            # A dry run gives no new ids: an item new to the lake answers with null.
-            items = items.with_columns(
-                object_id=pc.if_else(
-                    items["known"], items["object_id"], pa.scalar(None, pa.int64())
-                )
-            )
-        else:
-            kept = checked.client_ids[checked.keep]
-            items = Batch(
-                {
-                    "client_item_id": pa.array(kept.to_numpy(dtype=object), pa.string()),
-                    "object_id": pa.nulls(len(kept), pa.int64()),
-                },
-                len(kept),
-            )
-        answers = plan_responses(
-            group, checked, items, failures(group, checked), warned(group, checked)
-        )
-        for number, answer in zip(todo, answers, strict=True):
-            responses[number] = {**answer, DRY_RUN_KEY: True}
-    for number, push in enumerate(pushes):
-        if responses[number] is None:
-            responses[number] = responses[first_with_key[push.idempotency_key or ""]]
-    return [r for r in responses if r is not None]
+    lake, metadata = catalog.lake, group.metadata
+    for name in JOURNAL:
+        part = group.journal(name)
+        if isinstance(part, pa.Table):
+            lake.append(name, part, metadata)
+        elif part is not None:
+            lake.commit_files(name, part, metadata)
+        group.journaled = True
+    items = _commit_items(catalog, group)
+    records_at = _commit_records(catalog, group, items, records_at)
+    answers = group.answers(items)
+    responses = _store_pushes(catalog, group.pushes, answers, group.sizes, fence, metadata)
+    return Committed(responses, records_at)
 
 
-def _write(
-    catalog: Catalog, pushes: list[Push], fence: int, checked: Checked | None = None
-) -> list[dict[str, Any]]:
-    """Validate, derive and store a group of pushes; their responses, in order.
+def _commit_items(catalog: Catalog, group: GroupWrite) -> Part:
+    """Commit the group's items at the key index's fence; give the ids again where it can.
 
-    The group is derived as one batch and shares each table's commit; on
-    a lake failure ``PushError`` names the first push's request id and
-    says whether ``repair`` can finish the group. ``fence`` is the
-    pushes table's fence when the group's keys were checked.
-    """
-    first = pushes[0]
-    replay = first.replay
-    parsed, sizes, request_ids, received_at = _group(pushes)
-    try:
-        if checked is None:
-            checked = check_group(parsed, request_ids, _strict_rows(pushes, sizes))
-    except LAKE_ERRORS as exc:
-        catalog.lake.unsure()
-        raise write_failed(exc, first.request_id, raw_written=replay, pushes=len(pushes)) from exc
-    client_ids = checked.client_ids
-    passed = checked.checked.passed.to_numpy(dtype=bool)
-    metadata = {"catalog_lake.request_id": first.request_id}
-    if len(pushes) > 1:
-        metadata["catalog_lake.pushes"] = str(len(pushes))
-
-    # Write order, chosen so that a crash between any two commits can be
-    # finished by replaying the raw table (``Catalog.repair``), and so that
-    # any number of writers stay correct (docs/design.md, "Writers"):
-    #   1. raw     - the journal: once it commits, the pushes can be replayed whole.
-    #   2. rejects, warnings - appends; a replay skips each when the request id
-    #                is present.
-    #   3. items   - upsert that assigns ids, fenced: a writer that another beat
-    #                allocates again. Idempotent, and never rolls a newer row
-    #                back (updated_at guard), so a replay is harmless.
-    #   4. records - upsert derived from the same rows; same guarantees.
-    #   5. pushes  - the commit marker, fenced: a request id or idempotency key
-    #                is stored once. A request id in raw without a row here is
-    #                an interrupted push, and repair finishes it.
-    # A group of pushes shares each commit, so it is all-or-nothing per table.
-    raw_written = replay
-    try:
-        if not replay:
-            raw = raw_rows(pushes, parsed, request_ids, received_at, passed, client_ids)
-            catalog.lake.append("raw", raw, metadata)
-            raw_written = True
-        failed_by_push = failures(pushes, checked)
-        if any(failed_by_push) and not (
-            replay and catalog.lake.has("rejects", "request_id", first.request_id)
-        ):
-            catalog.lake.append("rejects", reject_rows(pushes, failed_by_push), metadata)
-        warned_by_push = warned(pushes, checked)
-        if any(warned_by_push) and not (
-            replay and catalog.lake.has("warnings", "request_id", first.request_id)
-        ):
-            catalog.lake.append("warnings", warning_rows(pushes, warned_by_push), metadata)
-        # Read before the ids are settled: see ``Lake.upsert_fenced``.
-        records_at = catalog.lake.fence("records")
-        items, older = _store_items(catalog, checked, request_ids, received_at, metadata)
-        if len(items):
-            # An item the lake holds newer (a later push, or a delete) keeps its record.
-            won = pc.invert(pc.is_in(items["client_item_id"], pa.array(older, pa.string())))
-            known = items["known"].filter(won).to_numpy(zero_copy_only=False)
-            records = derive_records(items, None, catalog.synonyms).table(RECORDS).filter(won)
-            _store_records(catalog, records, known, records_at, metadata)
-        answers = plan_responses(pushes, checked, items, failed_by_push, warned_by_push)
-        return _store_pushes(catalog, pushes, answers, sizes, fence, metadata)
-    except (*LAKE_ERRORS, pa.ArrowException) as exc:
-        catalog.lake.unsure()
-        raise write_failed(
-            exc, first.request_id, raw_written=raw_written, pushes=len(pushes)
-        ) from exc
-
-
-def _store_items(
-    catalog: Catalog, checked: Checked, request_ids: pd.Series, received_at: pd.Series, metadata
-) -> Batch:
-    """Give the group's items their ids and commit them, fenced; again if another writer won.
-
-    The ids come from the key index at the items table's fence number, new
-    ones from the lake's id counter. The files are written first; a commit
-    by anyone else since the index was read fails ours (``FenceMoved``),
-    and what it committed is read from the log (``Keys.absorb``): when it
-    stored none of our keys and touched none of the blocks we rewrite, the
-    same files are committed at the new fence. Otherwise the index is read
-    again, and the ids given again.
+    The files are written first; a commit by anyone else since the index was
+    read fails ours (``FenceMoved``), and what it committed is read from the
+    log (``Keys.absorb``): when it stored none of our keys and touched none of
+    our blocks, the same files are committed again at the new fence.
+    Otherwise the index is read again, and a group made here gives its ids
+    again; one written elsewhere ends.
     """
     lake, keys = catalog.lake, catalog.keys
-    for attempt in races():
+    for attempt in races() if group.redo else races(attempts=1):
         with attempt:
-            items = identified(keys, checked, request_ids, received_at, hold=True)
-            if not len(items):
-                return items, []
-            known = items["known"].to_numpy(zero_copy_only=False)
+            items = group.items()
             try:
-                rows = items.table(ITEMS)
-                at = lake.version("items", refresh=False)  # as the index's fence was just read
-                staged, counts = lake.staged_upsert("items", rows, known, at)
-                ours = set(rows["id_block"].to_pylist())
-                _committed(lake, "items", staged, metadata, keys.fence, keys.version,
-                           partial(_absorbed, keys, rows["client_item_id"], ours),
-                           keys.claim)  # fmt: skip
+                moved = partial(_absorbed, keys, items.keys, items.blocks)
+                at = _committed(
+                    lake,
+                    "items",
+                    items.staged,
+                    group.metadata,
+                    keys.fence,
+                    keys.version,
+                    moved,
+                    claim=keys.claim,
+                )
             except BaseException:
                 keys.forget()  # read the index again: it is stale or partly written
                 raise
-            keys.remember(items)
-            return items, counts["kept_ids"].to_pylist()
+            if at is not None:
+                keys.landed(items.batch, next_fence(at))
+            return items
     raise AssertionError("unreachable: the last lost race is raised")
 
 
-def _store_records(
-    catalog: Catalog, records: pa.Table, known: Any, at: tuple[int | None, int], metadata
-) -> None:
-    """Commit a group's records at the fence read before its ids; fold them if that lost.
+def _commit_records(
+    catalog: Catalog, group: GroupWrite, items: Part, at: tuple[int | None, int]
+) -> tuple[int | None, int]:
+    """Commit the group's records at the fence read before its ids; fold them if that lost.
 
     A record of a new item is appended unread, so a commit since the fence
     was read that stored a record of one of its items, or rewrote one of its
-    blocks (a delete, another writer's update), makes it read and fold the
-    blocks (``upsert_fenced``); any other costs the same files committed again.
+    blocks (a delete, another writer's update), concerns it: records derived
+    here are read and folded into their blocks (``upsert_fenced``); files
+    written elsewhere end the group. Any other race costs the same files
+    committed again. Returns the records table's version and fence after.
     """
     lake = catalog.lake
     version, fence = at
-    staged, _ = lake.staged_upsert("records", records, known, version)  # read with the fence
-    ours = set(records["id_block"].to_pylist())
-    apart = partial(_apart, lake, records["client_item_id"], ours)
+    records = group.records(items, version)
+    if records is None:
+        return at
+    apart = partial(_apart, lake, records.keys, records.blocks)
     try:
-        _committed(lake, "records", staged, metadata, fence, version, apart)
+        committed = _committed(
+            lake, "records", records.staged, group.metadata, fence, version, apart
+        )
     except FenceMoved:
-        lake.upsert_fenced("records", records, metadata,
-                           admit=lambda rows: live_records(lake, rows))  # fmt: skip
+        if records.rows is None:
+            raise
+        lake.upsert_fenced(
+            "records", records.rows, group.metadata, admit=lambda rows: live_records(lake, rows)
+        )
+        return lake.fence("records")
+    if committed is None:
+        return at
+    return lake.version("records", refresh=False), next_fence(committed)
 
 
 def _committed(
-    lake: Lake, name: str, staged, metadata, fence: int, read_at, moved, claim=None
-) -> None:
+    lake: Lake, name: str, staged: Staged, metadata, fence: int, read_at, moved, claim=None
+) -> int | None:
     """Commit written files at ``fence``; after a lost race, again while ``moved`` allows.
 
     ``moved`` is told what was committed since ``read_at`` and the fence it
     left, and says whether our files still hold (``Keys.absorb``, ``_apart``).
+    Returns the fence the files were committed at, None when there were none.
     """
     for _ in range(settings.RECOMMITS):
         try:
-            lake.commit_files(name, staged, metadata, fence, claim)
-            return
+            if not lake.commit_files(name, staged, metadata, fence=fence, claim=claim):
+                return None
+            return fence
         except FenceMoved:
             version, current = lake.fence(name)  # before the log: the log is at least as new
             since = lake.since(name, read_at if read_at is not None else -1)
@@ -369,11 +267,11 @@ def _committed(
     raise FenceMoved(f"{name!r}: {settings.RECOMMITS} commits in a row lost to other writers")
 
 
-def _absorbed(keys: Keys, new: pa.Array, ours: set[int], since: Any, fence: int) -> bool:
+def _absorbed(keys: Keys, new: pa.Array, ours: set[int], since: Since, fence: int) -> bool:
     return keys.absorb(since, fence, new, ours)
 
 
-def _apart(lake: Lake, keys: Any, ours: set[int], since: Any, fence: int) -> bool:
+def _apart(lake: Lake, keys: Any, ours: set[int], since: Since, fence: int) -> bool:
     return not concerns(since, keys_added(*lake.filesystem("records"), since), keys, ours)
 
 
@@ -469,7 +367,7 @@ def _claimed(
         if found is None and push.idempotency_key is not None:
             found = landed.get(f"key:{push.idempotency_key}")
             if found is not None and found.digest != push.digest:
-                raise _conflict(push.idempotency_key, after_write=True)
+                raise conflict(push.idempotency_key, after_write=True)
         if found is None:
             left.append(number)
         else:
@@ -477,21 +375,224 @@ def _claimed(
     return left
 
 
-@dataclass(frozen=True)
-class Earlier:
-    """A stored push: its request id, payload digest and response (as JSON text)."""
-
-    request_id: str
-    digest: str
-    response_json: str
-
-    @property
-    def response(self) -> dict[str, Any]:
-        """The response it answered, which a retry under its key answers again."""
-        return json.loads(self.response_json)
+# --- a group made here: rows derived in this process --------------------------------------
 
 
-def _group(pushes: list[Push]) -> tuple[ParsedPush, np.ndarray, pd.Series, pd.Series]:
+def run(
+    catalog: Catalog,
+    pushes: list[Push],
+    checked: Checked | None = None,
+    replayed: list[bool] | None = None,
+) -> list[dict[str, Any]]:
+    """Run pushes (or the replay of one): skip those whose key is stored, write the rest."""
+    first = pushes[0]
+    try:
+        catalog.lake.ensure(again=False)  # a push creates the lake it writes
+        fence, earlier = earlier_pushes(catalog.lake, pushes)
+    except LAKE_ERRORS as exc:
+        catalog.lake.unsure()
+        raise write_failed(exc, first.request_id, raw_written=first.replay) from exc
+    responses, todo, first_with_key = idempotent(pushes, earlier)
+    if checked is not None and len(todo) != len(pushes):
+        # Checked ahead for all of them, but some had landed (a resumed ingest):
+        # which item of the group wins changes, so the rest is checked again.
+        checked = None
+        for number in todo:
+            if pushes[number].parsed.cells is None:
+                pushes[number] = pushes[number].reparsed()
+    written = _write(catalog, [pushes[n] for n in todo], fence, checked) if todo else []
+    for number, response in zip(todo, written, strict=True):
+        responses[number] = response
+    for number, push in enumerate(pushes):  # a key repeated within the group
+        if responses[number] is None:
+            responses[number] = responses[first_with_key[push.idempotency_key or ""]]
+    if replayed is not None:
+        done = set(todo)
+        replayed[:] = [number not in done for number in range(len(pushes))]
+    return [r for r in responses if r is not None]
+
+
+def dry_run(catalog: Catalog, pushes: list[Push], checked: Checked | None) -> list[dict[str, Any]]:
+    """What the pushes would answer, computed as a push computes it, with nothing written.
+
+    Idempotency keys are honoured as a push honours them: a stored key
+    answers with its push's response (or is refused for other content).
+    """
+    exists = catalog.lake.exists()
+    earlier = earlier_pushes(catalog.lake, pushes)[1] if exists else {}
+    responses, todo, first_with_key = idempotent(pushes, earlier)
+    if checked is not None and len(todo) != len(pushes):
+        checked = None  # checked for all of them (on a worker): the rest is checked again
+    group = [pushes[n] for n in todo]
+    if checked is None:  # a payload checked on a worker travelled without its cells
+        group = [p.reparsed() if p.parsed.cells is None else p for p in group]
+    if group:
+        parsed, sizes, request_ids, received_at = group_rows(group)
+        if checked is None:
+            checked = check_group(parsed, request_ids, _strict_rows(group, sizes))
+        if exists:
+            items = identified(catalog.keys, checked, request_ids, received_at)
+            # A dry run gives no new ids: an item new to the lake answers with null.
+            items = items.with_columns(
+                object_id=pc.if_else(
+                    items["known"], items["object_id"], pa.scalar(None, pa.int64())
+                )
+            )
+        else:
+            kept = checked.client_ids[checked.keep]
+            items = Batch(
+                {
+                    "client_item_id": pa.array(kept.to_numpy(dtype=object), pa.string()),
+                    "object_id": pa.nulls(len(kept), pa.int64()),
+                },
+                len(kept),
+            )
+        answers = plan_responses(
+            group, checked, items, failures(group, checked), warned(group, checked)
+        )
+        for number, answer in zip(todo, answers, strict=True):
+            responses[number] = {**answer, DRY_RUN_KEY: True}
+    for number, push in enumerate(pushes):
+        if responses[number] is None:
+            responses[number] = responses[first_with_key[push.idempotency_key or ""]]
+    return [r for r in responses if r is not None]
+
+
+def identified(
+    keys: Keys,
+    checked: Checked,
+    request_ids: pd.Series,
+    received_at: pd.Series,
+    hold: bool = False,
+) -> Batch:
+    """The kept items of a checked group with their service ids (``hold``: to be written)."""
+    client_ids, keep = checked.client_ids, checked.keep
+    passed = checked.checked.passed
+    # An item new to the lake was first seen by the first push that sent
+    # it, and takes its id in that order, as if the pushes came one by one.
+    first = pd.DataFrame(
+        {"at": received_at.array, "position": np.arange(len(passed))},
+        index=passed.index,
+    )[passed]
+    first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
+    return keys.assign(checked.typed, request_ids[keep], received_at[keep], first, hold)
+
+
+def _write(
+    catalog: Catalog, pushes: list[Push], fence: int, checked: Checked | None = None
+) -> list[dict[str, Any]]:
+    """Validate, derive and commit a group of pushes (``commit_group``); their responses.
+
+    The group is derived as one batch and shares each table's commit; on
+    a lake failure ``PushError`` names the first push's request id and
+    says whether ``repair`` can finish the group.
+    """
+    first = pushes[0]
+    parsed, sizes, request_ids, received_at = group_rows(pushes)
+    try:
+        if checked is None:
+            checked = check_group(parsed, request_ids, _strict_rows(pushes, sizes))
+    except LAKE_ERRORS as exc:
+        catalog.lake.unsure()
+        raise write_failed(
+            exc, first.request_id, raw_written=first.replay, pushes=len(pushes)
+        ) from exc
+    group = _Rows(catalog, pushes, sizes, parsed, request_ids, received_at, checked)
+    try:
+        # Read before the ids are settled: see ``Lake.upsert_fenced``.
+        records_at = catalog.lake.fence("records")
+        return commit_group(catalog, group, fence, records_at).responses
+    except (*LAKE_ERRORS, pa.ArrowException) as exc:
+        catalog.lake.unsure()
+        raise write_failed(
+            exc, first.request_id, raw_written=group.journaled, pushes=len(pushes)
+        ) from exc
+
+
+class _Rows:
+    """A group derived in this process: rows for the journal, items and records written here."""
+
+    redo = True
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        pushes: list[Push],
+        sizes: np.ndarray,
+        parsed: ParsedPush,
+        request_ids: pd.Series,
+        received_at: pd.Series,
+        checked: Checked,
+    ) -> None:
+        self.catalog, self.pushes, self.sizes, self.checked = catalog, pushes, sizes, checked
+        self.parsed, self.request_ids, self.received_at = parsed, request_ids, received_at
+        first = pushes[0]
+        self.metadata = {"catalog_lake.request_id": first.request_id}
+        if len(pushes) > 1:
+            self.metadata["catalog_lake.pushes"] = str(len(pushes))
+        self.journaled = first.replay  # a replay's raw rows are the ones it replays
+        self.failed = failures(pushes, checked)
+        self.warned = warned(pushes, checked)
+
+    def journal(self, name: str) -> pa.Table | None:
+        """The group's rows of a journal table; a replay skips what landed before."""
+        lake, first = self.catalog.lake, self.pushes[0]
+        if name == "raw":
+            if first.replay:
+                return None
+            passed = self.checked.checked.passed.to_numpy(dtype=bool)
+            return raw_rows(
+                self.pushes,
+                self.parsed,
+                self.request_ids,
+                self.received_at,
+                passed,
+                self.checked.client_ids,
+            )
+        by_push, rows = (
+            (self.failed, reject_rows) if name == "rejects" else (self.warned, warning_rows)
+        )
+        if not any(by_push) or (first.replay and lake.has(name, "request_id", first.request_id)):
+            return None
+        return rows(self.pushes, by_push)
+
+    def items(self) -> Part:
+        """The items with ids from the key index (new ones held), written as files."""
+        lake, keys = self.catalog.lake, self.catalog.keys
+        items = identified(keys, self.checked, self.request_ids, self.received_at, hold=True)
+        if not len(items):
+            return Part(Staged(), pa.array([], pa.string()), set(), batch=items)
+        known = items["known"].to_numpy(zero_copy_only=False)
+        rows = items.table(ITEMS)
+        at = lake.version("items", refresh=False)  # as the index's fence was just read
+        staged, counts = lake.staged_upsert("items", rows, known, at)
+        blocks = set(rows["id_block"].to_pylist())
+        kept = counts["kept_ids"].to_pylist()
+        return Part(staged, rows["client_item_id"], blocks, kept_ids=kept, batch=items)
+
+    def records(self, items: Part, version: int | None) -> Part | None:
+        """The items' records (an item the lake holds newer keeps its own), written as files.
+
+        A record's block is read at ``version``, the version read with the
+        records fence before the ids: a commit since moves the fence.
+        """
+        batch = items.batch
+        if batch is None or not len(batch):
+            return None
+        won = pc.invert(pc.is_in(batch["client_item_id"], pa.array(items.kept_ids, pa.string())))
+        known = batch["known"].filter(won).to_numpy(zero_copy_only=False)
+        rows = derive_records(batch, None, self.catalog.synonyms).table(RECORDS).filter(won)
+        staged, _ = self.catalog.lake.staged_upsert("records", rows, known, version)
+        blocks = set(rows["id_block"].to_pylist())
+        return Part(staged, rows["client_item_id"], blocks, rows=rows)
+
+    def answers(self, items: Part) -> list[dict[str, Any]]:
+        """Each push's response."""
+        batch = items.batch if items.batch is not None else Batch({}, 0)
+        return plan_responses(self.pushes, self.checked, batch, self.failed, self.warned)
+
+
+def group_rows(pushes: list[Push]) -> tuple[ParsedPush, np.ndarray, pd.Series, pd.Series]:
     """A group of pushes as one batch: the items, each push's size, each item's push and time."""
     parsed = combine([p.parsed for p in pushes])
     sizes = np.array([len(p.parsed.item_json) for p in pushes], dtype="int64")
@@ -509,51 +610,17 @@ def _strict_rows(pushes: list[Push], sizes: np.ndarray) -> np.ndarray:
     return np.repeat([p.strict for p in pushes], sizes).astype(bool)
 
 
-def _idempotent(
-    pushes: list[Push], earlier: dict[str, Earlier]
-) -> tuple[list[dict[str, Any] | None], list[int], dict[str, int]]:
-    """Which pushes to carry out, and the stored answers of those whose key was used.
-
-    Returns the responses known so far (a stored push under the same key
-    and payload answers for one), the numbers of the pushes to carry out,
-    and, per key, the first push of the group that uses it (a key repeated
-    within the group takes that push's answer).
-
-    Raises:
-        PushError: a key was used, here or before, with a different payload.
-    """
-    responses: list[dict[str, Any] | None] = [None] * len(pushes)
-    todo: list[int] = []
-    first_with_key: dict[str, int] = {}
-    for number, push in enumerate(pushes):
-        key = push.idempotency_key
-        if key is None:
-            todo.append(number)
-            continue
-        stored = earlier.get(f"key:{key}")
-        digest = stored.digest if stored is not None else None
-        if key in first_with_key:
-            digest = pushes[first_with_key[key]].digest
-        if digest is not None and digest != push.digest:
-            raise _conflict(key)
-        if stored is not None:
-            responses[number] = stored.response
-        elif key not in first_with_key:
-            first_with_key[key] = number
-            todo.append(number)
-    return responses, todo, first_with_key
-
-
-def _conflict(key: str, *, after_write: bool = False) -> PushError:
-    if after_write:
-        return PushError(
-            "idempotency_conflict",
-            f"idempotency_key {key!r} was stored by another push with a different payload "
-            "while this one was being written; this push's raw, rejects and item rows were "
-            "written but it is not recorded as a push. Use a new key for new content",
-        )
-    return PushError(
-        "idempotency_conflict",
-        f"idempotency_key {key!r} was already used for a different payload (or for the "
-        "same items judged with another strict setting); use a new key for new content",
-    )
+__all__ = [
+    "JOURNAL",
+    "WRITE_ORDER",
+    "Catalog",
+    "Committed",
+    "GroupWrite",
+    "Part",
+    "commit_group",
+    "dry_run",
+    "group_rows",
+    "identified",
+    "live_records",
+    "run",
+]

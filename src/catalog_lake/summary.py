@@ -246,9 +246,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         counted = {k: v for k, v in deletions.items() if k not in ("requests", "request_ids")}
         lines += [
             "",
-            "Deletions files: " + ", ".join(f"{n:,} {what.replace('_', ' ')}"
-                                            for what, n in counted.items()),
-        ]  # fmt: skip
+            "Deletions files: "
+            + ", ".join(f"{n:,} {what.replace('_', ' ')}" for what, n in counted.items()),
+        ]
     refresh = summary.get("refresh")
     if refresh:
         lines += ["", "## Full refresh", ""]

@@ -264,9 +264,12 @@ def native_stderr() -> Iterator[None]:
     terminal = os.dup(2)
     python_stderr = sys.stderr
     sys.stderr = open(  # noqa: SIM115 - closed below, after descriptor 2 is put back
-        os.dup(terminal), "w", encoding=python_stderr.encoding or "utf-8",
-        errors="backslashreplace", buffering=1,
-    )  # fmt: skip
+        os.dup(terminal),
+        "w",
+        encoding=python_stderr.encoding or "utf-8",
+        errors="backslashreplace",
+        buffering=1,
+    )
     os.dup2(handle, 2)
     unforeseen = False
     try:

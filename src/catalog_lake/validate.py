@@ -339,8 +339,13 @@ def _judge(rule: Rule, cleaned: Cells, parsed: ParsedPush, found: Findings) -> N
     if rule.rule in ("key", "id", "text"):
         if rule.rule == "key":
             bad = judged & ~clean.identifier_ok(text)
-            add(np.flatnonzero(bad), name, ErrorCode.INVALID_IDENTIFIER, sent,
-                lambda r: clean.first_invisible(sent(r)))  # fmt: skip
+            add(
+                np.flatnonzero(bad),
+                name,
+                ErrorCode.INVALID_IDENTIFIER,
+                sent,
+                lambda r: clean.first_invisible(sent(r)),
+            )
         # Characters are never more than bytes: most columns need no count.
         if (pc.max(pc.binary_length(text)).as_py() or 0) > rule.max_chars:
             lengths = pc.fill_null(pc.utf8_length(text), 0).to_numpy(zero_copy_only=False)
@@ -397,8 +402,13 @@ def _judge_list(rule: Rule, cleaned: Cells, judged: np.ndarray, found: Findings,
         bad = flat.filter(pl.Series(~good))
         rows = bad["row"].to_numpy()
         strict = found.strict[rows] if len(rows) else np.zeros(0, dtype=bool)
-        found.add(np.unique(rows[strict]), name, ErrorCode.INVALID_URL, sent,
-                  lambda r: _first_bad_url(sent(r)))  # fmt: skip
+        found.add(
+            np.unique(rows[strict]),
+            name,
+            ErrorCode.INVALID_URL,
+            sent,
+            lambda r: _first_bad_url(sent(r)),
+        )
         for row, position, text, kind in (
             bad.filter(pl.Series(~strict)).select("row", "position", "text", "kind").iter_rows()
         ):
@@ -461,8 +471,12 @@ def _judge_window(cleaned: Cells, parsed: ParsedPush, found: Findings) -> None:
         begins = clean.timestamps(_dated(cleaned, start))
         ends = clean.timestamps(_dated(cleaned, end), end_of_day=True)
         before = (ends < begins).fillna(False).to_numpy(dtype=bool)
-        found.add(np.flatnonzero(before), end, ErrorCode.INVALID_DISCOUNT_WINDOW,
-                  lambda r: _sent(parsed, r, end))  # fmt: skip
+        found.add(
+            np.flatnonzero(before),
+            end,
+            ErrorCode.INVALID_DISCOUNT_WINDOW,
+            lambda r: _sent(parsed, r, end),
+        )
         window_lost[np.flatnonzero(before & ~found.strict)] = True
     for name in (start, end):  # a placeholder date is an open side, not a lost one
         window_lost[list(found.drops.get(name, set()) - found.placeheld.get(name, set()))] = True

@@ -18,11 +18,12 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 
-from .blocks import blocks_dataset, file_path
-from .errors import LakeError, UsageError, first_line
-from .lake import STORE_ERRORS, Lake, is_local
+from ..blocks import blocks_dataset, file_path
+from ..errors import LakeError, UsageError, first_line
+from ..schemas import ADDED_COLUMNS, PARTITIONS, TABLES
+from .files import is_local, partition_files
 from .layout import conform
-from .schemas import ADDED_COLUMNS, PARTITIONS, TABLES
+from .tables import STORE_ERRORS, Lake
 
 
 def select(
@@ -54,11 +55,10 @@ def select(
         raise UsageError(
             f"unknown column(s) {', '.join(unknown)}; known: {', '.join(schema.names)}", "columns"
         )
-    table = lake.table(name)
-    if table is None:
+    if lake.delta(name) is None:
         lake.require()
         return schema.empty_table().select(columns)
-    version = version_as_of(name, table, as_of) if as_of is not None else None
+    version = version_as_of(lake, name, as_of) if as_of is not None else None
     frame = pl.scan_delta(lake.path(name), version=version, storage_options=lake.storage_options)
     try:
         # Polars may refuse a filter as it is built, not only when it runs: both are one line.
@@ -109,12 +109,20 @@ _AS_OF = re.compile(
 )
 
 
-def version_as_of(name: str, table: Any, as_of: int | str, parameter: str = "as_of") -> int:
-    """The table version in force at ``as_of`` (a version, a date or a date-time).
+def version_as_of(lake: Lake, name: str, as_of: int | str, parameter: str = "as_of") -> int:
+    """Table ``name``'s version in force at ``as_of`` (a version, a date or a date-time).
 
     The grammar is an allow-list (ASCII digits, ISO 8601), so ``²``, ``NaT``,
-    ``nan`` or ``-1`` are a usage error, never a year or a traceback.
+    ``nan`` or ``-1`` are a usage error, never a year or a traceback. A time
+    is compared with the commits' own time stamps: Delta's clock.
+
+    Raises:
+        LakeError: no such table, a version it never had, or a time before it.
     """
+    table = lake.delta(name)
+    if table is None:
+        lake.require()
+        raise LakeError(f"the lake has no {name} table yet; push or ingest a feed first")
     latest = table.version()
     text = str(as_of).strip()
     if re.fullmatch(r"[0-9]{1,18}", text, re.ASCII):
@@ -147,13 +155,47 @@ def version_as_of(name: str, table: Any, as_of: int | str, parameter: str = "as_
     return max(v for v, at in commits if at <= when)
 
 
+@dataclass(frozen=True)
+class Version:
+    """One version of a table, opened once: its files by id block, and scans of some blocks."""
+
+    table: Any  # the Delta table at that version: the storage room's own
+    storage_options: dict[str, str] | None
+
+    @property
+    def number(self) -> int:
+        """The version's number."""
+        return self.table.version()
+
+    def files_by_block(self) -> dict[str, int]:
+        """Every data file of the version, with the id block it holds."""
+        return partition_files(self.table, "id_block")
+
+    def scan_blocks(self, blocks: list[int]) -> pl.LazyFrame:
+        """The rows of some id blocks, as a lazy Polars scan of the version's files."""
+        frame = pl.scan_delta(self.table, storage_options=self.storage_options)
+        return frame.filter(pl.col("id_block").is_in(blocks))
+
+
+def at_version(lake: Lake, name: str, version: int) -> Version:
+    """Table ``name`` as it was at ``version`` (its log and files must still be there).
+
+    Raises:
+        LakeError: the table does not exist.
+    """
+    latest = lake.delta(name)
+    if latest is None:
+        raise LakeError(f"the lake has no {name} table yet; push or ingest a feed first")
+    return Version(lake.snapshot(name, version, latest), lake.storage_options)
+
+
 def where_expression(where: str, schema: pa.Schema):
     """``where`` compiled from the allow-list of ``filters``, or a one-line ``LakeError``.
 
     ``filters`` (and sqlglot, which parses the text) load on first use: an
     ingest reads no query string, and sqlglot's import is 40 ms of its start.
     """
-    from .filters import compile_where
+    from ..filters import compile_where
 
     return compile_where(where, schema)
 
@@ -167,7 +209,7 @@ def scan(lake: Lake, name: str, columns: list[str]) -> pa.Table:
     Partition columns are not in the files, so they cannot be scanned.
     Object stores go through DataFusion.
     """
-    table = lake.table(name)
+    table = lake.delta(name)
     if table is None:
         return TABLES[name].empty_table().select(columns)
     if set(columns) & set(PARTITIONS.get(name, [])):
@@ -219,7 +261,7 @@ def blocks_scan(
     cost that follows the changes rather than the table. Version, files
     and rows come from one snapshot of the table. Local lakes only.
     """
-    table = lake.table(name)
+    table = lake.delta(name)
     if table is None:
         empty = TABLES[name].empty_table().select([*columns, "id_block"])
         return BlocksScan(None, {}, set(), empty)

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import settings
-from .datafiles import joined
+from .. import settings
+from .files import joined
 
 _BLOCK = re.compile(r"(?:^|/)id_block=(\d+)/")
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import settings
-from .errors import LakeError
-from .schemas import ADDED_COLUMNS, PARTITIONS, RETYPED_COLUMNS, STATS_COLUMNS, TABLES
+from .. import settings
+from ..errors import LakeError
+from ..schemas import ADDED_COLUMNS, PARTITIONS, RETYPED_COLUMNS, STATS_COLUMNS, TABLES
 
 
 def added_fields(name: str) -> list[pa.Field]:

@@ -20,13 +20,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .schemas import COMPRESSION, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
+from ..schemas import COMPRESSION, PARTITIONS, PLAIN_COLUMNS, STATS_COLUMNS, TABLES
 
 #: Characters of a text column's bound kept in a file's statistics (delta-rs keeps 32).
 TEXT_BOUND = 32
@@ -48,6 +49,11 @@ def parquet_layout(name: str) -> ParquetLayout:
     codec, level = COMPRESSION.get(name, ("SNAPPY", None))
     stats = STATS_COLUMNS.get(name, TABLES[name].names)
     return ParquetLayout(codec, level, frozenset(PLAIN_COLUMNS.get(name, ())), frozenset(stats))
+
+
+def is_local(uri: str) -> bool:
+    """Whether a lake URI is a local folder (not an object store)."""
+    return "://" not in uri or uri.startswith("file://")
 
 
 @dataclass(frozen=True)
@@ -177,3 +183,12 @@ def _stats(rows: pa.Table, columns: list[str] | None) -> str:
 def now_ms() -> int:
     """A file action's time stamp: milliseconds since the epoch."""
     return int(time.time() * 1000)
+
+
+def partition_files(table: Any, column: str) -> dict[str, int]:
+    """Every data file of a Delta table snapshot, with its value of partition ``column``."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return {}
+    values = actions[f"partition.{column}"].cast(pa.int64()).to_pylist()
+    return dict(zip(actions["path"].to_pylist(), values, strict=True))

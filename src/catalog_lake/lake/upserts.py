@@ -23,29 +23,30 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from . import settings
-from .blocks import upserted
-from .datafiles import Staged, write_files
-from .errors import FenceMoved, LakeError
-from .schemas import PARTITIONS, TABLES
+from .. import settings
+from ..blocks import upserted
+from ..errors import FenceMoved, LakeError
+from ..schemas import PARTITIONS, TABLES
+from .files import Staged, write_files
 
 #: Retries are logged on the storage's logger, where the benchmark counts them.
 _log = logging.getLogger("catalog_lake.lake")
 
 
-def races(lost: type[Exception] = FenceMoved) -> Retrying:
+def races(lost: type[Exception] = FenceMoved, attempts: int | None = None) -> Retrying:
     """Attempts at work that ends in a commit another writer may win: the one retry policy.
 
     Each attempt reads the table afresh, derives what it commits and commits
     it. ``FenceMoved`` (a fenced commit: ids, unclaimed pushes) or
     ``CommitFailedError`` (an unfenced block rewrite or compaction) starts
     the next attempt after a jittered exponential backoff (20 ms doubling, at
-    most 1 s), ``settings.FENCE_ATTEMPTS`` times in all; then the last error
-    is raised. Each retry is logged at INFO (the benchmark counts them).
+    most 1 s), ``settings.FENCE_ATTEMPTS`` times in all (or ``attempts``: 1
+    for work that cannot be done again here); then the last error is raised.
+    Each retry is logged at INFO (the benchmark counts them).
     """
     return Retrying(
         retry=retry_if_exception_type(lost),
-        stop=stop_after_attempt(settings.FENCE_ATTEMPTS),
+        stop=stop_after_attempt(attempts or settings.FENCE_ATTEMPTS),
         wait=wait_random_exponential(multiplier=0.02, max=1.0),
         before_sleep=before_sleep_log(_log, logging.INFO),
         reraise=True,
