@@ -64,11 +64,11 @@ def _coordinated(feed: str, lake: str, workers: int, group_items: int) -> dict[s
     The workers are this process's children (a ``LocalCluster``'s nannies, and theirs),
     reaped when the cluster closes, so their CPU is ``RUSAGE_CHILDREN``'s.
     """
-    from catalog_lake import feeds
+    from catalog_lake import feeds, groups
     from catalog_lake.catalog import Catalog
 
     shipped, measuring = [0], [0.0]
-    settle = feeds._settle
+    settle = groups._settle
 
     def counted(writer: Any, done: Any, batch_size: int) -> None:
         began = time.thread_time()  # what Dask moved back: the outline and the written files
@@ -80,7 +80,7 @@ def _coordinated(feed: str, lake: str, workers: int, group_items: int) -> dict[s
         measuring[0] += time.thread_time() - began
         settle(writer, done, batch_size)
 
-    feeds._settle = counted
+    groups._settle = counted
     own, children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     feeds.ingest(Catalog(lake), feed, workers=workers, group_items=group_items)

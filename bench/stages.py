@@ -23,8 +23,8 @@ STAGES = (
     # A file is read and split whole (issue 26), then parsed several thousand items at a
     # time, small files together, on a thread of its own while groups are written (issue 29):
     # stages of the two threads add up to more than the wall time.
-    ("catalog_lake.feeds", "_GroupWriter.read", "read_parse"),
-    ("catalog_lake.feeds", "parse_together", "read_parse"),
+    ("catalog_lake.groups", "GroupWriter.read", "read_parse"),
+    ("catalog_lake.groups", "parse_together", "read_parse"),
     ("catalog_lake.sources", "parse_push", "read_parse"),
     ("catalog_lake.sources", "parse_split", "read_parse"),
     ("catalog_lake.sources", "parse_texts", "read_parse"),
@@ -32,7 +32,7 @@ STAGES = (
     ("catalog_lake.push", "typed_items", "typed_items"),
     ("catalog_lake.keys", "Keys.assign", "ids"),
     ("catalog_lake.store", "earlier_pushes", "idempotency"),
-    ("catalog_lake.store", "_group", "combine"),
+    ("catalog_lake.store", "group_rows", "combine"),
     ("catalog_lake.store", "raw_rows", "raw_rows"),
     ("catalog_lake.store", "derive_records", "records"),
     ("catalog_lake.store", "plan_responses", "responses"),
@@ -42,7 +42,7 @@ STAGES = (
     # Items and records: their files written, then committed (issue 45).
     ("catalog_lake.lake.upserts", "Upserts.staged_upsert", None),
     ("catalog_lake.lake", "Lake.commit_files", None),
-    ("catalog_lake.feeds", "_GroupWriter.checkpoint", "checkpoint"),
+    ("catalog_lake.groups", "GroupWriter.checkpoint", "checkpoint"),
 )
 
 

@@ -16,13 +16,13 @@ ROOT = Path(__file__).parents[1]
 def test_a_wheel_runs_an_ingest_away_from_the_checkout(tmp_path):
     # A clean copy of the sources: a build folder left in the checkout must not leak in.
     source = tmp_path / "source"
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv", "build", "*.egg-info", "lake", "__pycache__"
-        ),
-    )
+    skipped = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__")
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        # The default lake folder at the root, never the package's ``lake`` subpackage.
+        return set(skipped(folder, names)) | ({"lake"} if Path(folder) == ROOT else set())
+
+    shutil.copytree(ROOT, source, ignore=ignore)
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
          "-w", str(tmp_path / "dist"), str(source)],

@@ -271,8 +271,8 @@ def ingest(
         int,
         typer.Option(
             min=0,
-            help="Start a Dask LocalCluster of N one-thread workers that parse and validate "
-            "groups while this process writes (0: none).",
+            help="Start a Dask LocalCluster of N one-thread workers that check and write "
+            "groups while this process commits them (0: none).",
         ),
     ] = 0,
     dask_address: Annotated[

@@ -67,11 +67,13 @@ def ingest_files(
 
     With Dask (``workers`` > 0 for a ``LocalCluster`` of that many one-thread
     workers, ``dask_address`` for a running scheduler, or a ``client``
-    already connected), the workers parse, validate and type groups
-    (``workers.check_files``) while this process, the one committer, writes them in
-    feed order (``workers.checked_in_order``); groups are then cut by file size,
-    about ``group_items`` items of ``ITEM_BYTES`` each. The result is the
-    same as in process; a group a worker could not finish is redone here.
+    already connected), the workers check each group and write its data
+    files (``staged``), and this process, the one committer, gives the ids
+    and commits the groups in feed order (``workers.Chain``; a dry run's
+    groups are only checked there, ``workers.checked_in_order``). Groups are
+    then cut by file size, about ``group_items`` items of ``ITEM_BYTES``
+    each. The result is the same as in process; a group a worker could not
+    finish is redone here.
 
     A lake failure marks every file of its group ``error`` (their batches are
     upserts under idempotency keys, so trying again stores each item once
@@ -139,8 +141,8 @@ def ingest(
     one commit per table, ``detail_items`` the items the summary lists one
     by one. ``workers`` starts a Dask ``LocalCluster`` of that many workers
     for the run, ``dask_address`` uses a running scheduler, and ``client``
-    an open Dask client (a flow's ``DaskTaskRunner``): its workers check
-    groups while this process writes them (``ingest_files``).
+    an open Dask client (a flow's ``DaskTaskRunner``): its workers check and
+    write groups while this process commits them (``ingest_files``).
 
     ``strict`` refuses items for warnings too. ``dry_run`` answers what the
     run would, writing nothing: no lake is created, nothing is repaired,

@@ -60,7 +60,7 @@ def dask_client(workers: int = 0, address: str | None = None, client: Any = None
 
     The local cluster has ``workers`` processes of one thread each (the
     work is Python and Arrow, bound by the GIL) and is closed with the run.
-    Workers only parse, validate and type; they never open the lake.
+    Workers check groups and write their data files; they never commit.
     """
     if client is not None:
         yield client

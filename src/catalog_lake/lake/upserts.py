@@ -1,10 +1,12 @@
 """What an upsert by ``client_item_id`` decides, apart from how Delta writes it.
 
-``Lake`` takes these methods (``class Lake(Upserts)``): an upsert appends
-when none of its rows is stored yet and otherwise folds them into their id
-blocks; a fenced upsert is retried, reading the fence again, until no other
-writer got between (``races``). They call only ``Lake``'s own ``append``,
-``_rewrite_blocks`` and ``fence``, so deltalake stays behind ``lake.py``.
+``Lake`` takes these methods (``class Lake(Writes, Upserts)``): an upsert
+appends when none of its rows is stored yet and otherwise folds them into
+their id blocks; a fenced upsert is retried, reading the fence again, until
+no other writer got between (``races``); a staged upsert writes the files
+and leaves the commit to the caller. They call only ``Lake``'s own
+``append``, ``_rewrite_blocks``, ``blocks_at``, ``filesystem`` and
+``fence``, and ``files.write_files``: none imports deltalake.
 """
 
 from __future__ import annotations
