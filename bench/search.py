@@ -267,8 +267,8 @@ def search(
     record: Annotated[Path | None, typer.Option(help="Append the report to this file.")] = None,
 ) -> None:
     """Build, catch up and query both engines over the same ``items`` records."""
-    from catalog_lake.lake import reads
     from catalog_lake.catalog import Catalog
+    from catalog_lake.lake import reads
 
     rng = random.Random(28)
     with tempfile.TemporaryDirectory(prefix="catalog-lake-search-") as folder:

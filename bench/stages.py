@@ -37,11 +37,11 @@ STAGES = (
     ("catalog_lake.store", "derive_records", "records"),
     ("catalog_lake.store", "plan_responses", "responses"),
     ("catalog_lake.records", "Batch.table", "to_arrow"),
-    ("catalog_lake.lake", "Lake.append", None),
+    ("catalog_lake.lake.writes", "Writes.append", None),
     ("catalog_lake.lake.upserts", "Upserts.upsert", None),
     # Items and records: their files written, then committed (issue 45).
     ("catalog_lake.lake.upserts", "Upserts.staged_upsert", None),
-    ("catalog_lake.lake", "Lake.commit_files", None),
+    ("catalog_lake.lake.writes", "Writes.commit_files", None),
     ("catalog_lake.groups", "GroupWriter.checkpoint", "checkpoint"),
 )
 
