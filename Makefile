@@ -11,7 +11,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 180
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_LOGGING_LEVEL ?= WARNING
 
-.PHONY: setup demo test test-later lint bench bench-peers clean
+.PHONY: setup demo test test-quick test-later lint bench bench-peers clean
 
 # pip shows each package as it comes: the first install takes a few minutes, later ones none.
 $(STAMP): pyproject.toml constraints.txt
@@ -37,6 +37,11 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 	$(MAKE) --no-print-directory test-later
+
+# While working: the suite without the tests marked slow (real clusters, servers, flows, kills),
+# about 2 minutes on two cores. CI runs everything (make test).
+test-quick: setup
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow"
 
 # No test may depend on today's date: the tests marked `clock` (prices, discount windows,
 # ages, as-of reads) run again with the clock a year ahead. libfaketime moves the clock of

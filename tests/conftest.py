@@ -186,3 +186,42 @@ def write_feed(path, items):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"items": items}))
     return path
+
+
+#: Test files that start real clusters, servers, flows or processes, or kill them. They are
+#: marked ``slow``: ``pytest -m "not slow"`` leaves them out while working; CI runs them all.
+SLOW_FILES = {
+    "test_writers.py",
+    "test_faults.py",
+    "test_scale_out.py",
+    "test_workers.py",
+    "test_bench.py",
+    "test_packaging.py",
+    "test_object_store.py",
+    "test_verdicts_stand_alone.py",
+    "test_schedules.py",
+    "test_ingest_flow.py",
+}
+#: Single tests as slow, in files that are otherwise quick.
+SLOW_TESTS = {
+    "test_a_refresh_killed_anywhere_is_finished_by_repair",
+    "test_a_delete_killed_anywhere_is_finished_by_repair",
+    "test_a_value_is_cleaned_alike_whatever_else_its_column_holds",
+    "test_clean_and_hostile_items_are_judged_alike_by_both_paths",
+    "test_an_engine_that_never_answers_or_stays_busy_is_one_line",
+    "test_the_documented_typesense_url_loads_a_real_typesense_server",
+    "test_the_round_trip_holds_on_an_s3_lake",
+    "test_concurrent_writers_changes_still_round_trip",
+    "test_readme_shell_session_prints_what_it_shows",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tests (``SLOW_FILES``, ``SLOW_TESTS``, every flow test) ``slow``."""
+    for item in items:
+        if (
+            item.path.name in SLOW_FILES
+            or getattr(item, "originalname", item.name) in SLOW_TESTS
+            or item.get_closest_marker("flow") is not None
+        ):
+            item.add_marker(pytest.mark.slow)

@@ -160,3 +160,40 @@ def test_a_coordinator_killed_between_commits_is_repaired_to_the_lake_a_clean_ru
     assert summary["files"]["ingested"] == [p for p in paths if p != "zz_broken.json"]
     # The dead run held ids for the groups it had planned: they are gaps, not reused.
     _same_lake(catalog, alone, ids=False)
+
+
+def test_both_paths_commit_through_the_one_write_order(tmp_path, clock, source, monkeypatch):
+    """A group made in this process and one a worker wrote reach ``store.commit_group``."""
+    from catalog_lake import store
+    from catalog_lake.lake.writes import Writes
+
+    seen: list[tuple[str, str]] = []
+    commit_items, append, commit_files = store._commit_items, Writes.append, Writes.commit_files
+
+    def items(catalog, group):
+        seen.append((type(group).__name__, "items"))
+        return commit_items(catalog, group)
+
+    def appended(self, name, data, *args, **kwargs):
+        if data.num_rows:
+            seen.append(("", name))
+        return append(self, name, data, *args, **kwargs)
+
+    def committed(self, name, staged, metadata, **kwargs):
+        done = commit_files(self, name, staged, metadata, **kwargs)
+        if done and (staged.adds or staged.removes):
+            seen.append(("", name))
+        return done
+
+    monkeypatch.setattr(store, "_commit_items", items)
+    monkeypatch.setattr(Writes, "append", appended)
+    monkeypatch.setattr(Writes, "commit_files", committed)
+    for workers, path in ((0, "_Rows"), (2, "WrittenGroup")):
+        seen.clear()
+        _run(tmp_path, clock, source, f"lake-{workers}", workers=workers)
+        assert (path, "items") in seen
+        tables = [name for tag, name in seen if not tag and name in store.WRITE_ORDER]
+        # Each group's tables in the write order: no table before one it must follow.
+        for earlier, later in zip(tables, tables[1:]):
+            rank = store.WRITE_ORDER.index
+            assert rank(later) > rank(earlier) or later == "raw", tables

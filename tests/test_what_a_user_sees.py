@@ -1,6 +1,6 @@
-"""Issue 16, sections 2 to 7: every failure is loud and one line, memory stays bounded,
-the same file works everywhere, tables read with every standard reader, and the
-terminal tells a newcomer what happened.
+"""What a user sees: every failure in one line, skipped files explained, memory bounded
+on hostile files, the same file read alike by push and ingest, tables any standard reader
+filters, and a terminal that tells a newcomer what happened.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A value's verdict never depends on what else is in the batch (issue 26, item 3).
+"""A value's verdict never depends on what else is in the batch.
 
 The same random items are pushed one by one, all at once, and through
 ``ingest`` with several batch and group sizes; every way stores the same
