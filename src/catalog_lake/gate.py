@@ -2,7 +2,7 @@
 
 The exact path (``parse.parse_push``) decodes every item into Python objects,
 lays them out in pandas and converts each column (``cells.from_frame``): 3.7 s
-of an 8.6 s ingest of 100,000 items (docs/performance.md, issue 29). Most items
+of an 8.6 s ingest of 100,000 items (``python -m bench``). Most items
 of a real feed hold nothing that path exists for: no float whose spelling
 matters, no repeated key, no NaN, no escape, no field outside the spec. This
 module reads such items with one ``polars.read_ndjson`` into the same cells,

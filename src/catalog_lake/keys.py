@@ -197,7 +197,7 @@ class Keys:
 
         ``since`` is what was committed after the index's version. When it
         stored none of our ``keys`` and rewrote none of our ``blocks``
-        (``commitlog.concerns``), the writer's ids, rows and files still
+        (``lake.log.concerns``), the writer's ids, rows and files still
         hold: the index takes the keys the winner added, and its fence.
         """
         cached = self._index

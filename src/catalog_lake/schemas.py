@@ -297,5 +297,5 @@ PLAIN_COLUMNS: dict[str, list[str]] = {
 #: properties, unless named here. The raw table keeps every item's text as sent and is
 #: read only to replay: zstd at level 1 wrote a group of 20,000 items in 34 ms against
 #: Snappy's 42, in half the bytes (2.4 MB against 4.9), and read it back in 16 ms against
-#: 19 (docs/performance.md, issue 29). Every Parquet reader of a Delta table reads zstd.
+#: 19 (``python -m bench``; bench/results.md). Every Parquet reader of a Delta table reads zstd.
 COMPRESSION: dict[str, tuple[str, int | None]] = {"raw": ("ZSTD", 1)}

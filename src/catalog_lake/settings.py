@@ -14,7 +14,7 @@ from pathlib import Path
 #: half a second. An ingest frees a group's worth and takes as much again about every
 #: second, so it paid for every group in page faults: a tenth of its CPU. Kept for 3 s, a
 #: group reuses the last one's pages, and what a run frees still goes back soon after
-#: (docs/performance.md, "Issue 29", sixth and seventh rounds; jemalloc's own 10 s was not
+#: (``python -m bench``, bench/results.md; jemalloc's own 10 s was not
 #: clearly faster and held 70-100 MB more). Polars appends ``_RJEM_MALLOC_CONF`` to its own
 #: settings when it is imported: so this is set on importing the package
 #: (``catalog_lake/__init__.py`` imports this module first), and never over the caller's

@@ -458,7 +458,7 @@ def collector_paused(*, collect: bool = False) -> Iterator[None]:
 
 #: Items parsed at once, at most (whole batches, several small files together): the gate's
 #: columnar read pays per call, its memory per item (``parse.parse_split``). Its forty-odd
-#: Polars calls a part wait longer for a core while two other stages run (``feeds._pipeline``):
+#: Polars calls a part wait longer for a core while two other stages run (``groups._pipeline``):
 #: 10,000 took 6% off an ingest of 100,000 items against 5,000, and 20,000 went past 1.2 GB.
 PARSE_ITEMS = 10_000
 

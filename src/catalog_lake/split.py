@@ -132,7 +132,7 @@ def _split_masked(data: bytes, nan: list[int], infinity: list[int]) -> list[byte
     reads as ``0.01``), so every item that holds one must also be one JSON
     object to our decoder, or the file is decoded whole as before (and gets
     its exact error). In the synthetic bench feed nearly every file holds a
-    NaN price, and was decoded whole (docs/performance.md, issue 29).
+    NaN price, and was decoded whole (``python -m bench``).
     """
     masked = data.replace(b"NaN", b"0.0") if nan else data
     masked = masked.replace(b"Infinity", b"1.000000") if infinity else masked

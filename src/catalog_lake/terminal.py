@@ -148,7 +148,7 @@ class IngestProgress:
         #: Bytes of each file the bar has been advanced by (``_advance``).
         self.shown: dict[str, float] = {}
         self.started = time.perf_counter()
-        #: An ingest's reading and committing threads both report (``feeds._pipeline``),
+        #: An ingest's reading and committing threads both report (``groups._pipeline``),
         #: sometimes of the same file: one event at a time, so no count is lost.
         self.lock = threading.Lock()
 

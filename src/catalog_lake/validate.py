@@ -54,7 +54,7 @@ def cell_schemas() -> tuple[Any, Any]:
     (``cells.from_frame`` gives the required fields a column even when no item
     sends them). Built on first use, so that a command that checks nothing
     (``search``, ``export``) does not import pandera (0.15-0.25 s); an ingest
-    imports it while its first group is read (``feeds._pipeline``). pandera
+    imports it while its first group is read (``groups._pipeline``). pandera
     registers its Polars backends, and imports their checks, on a schema's
     first ``validate`` (0.1 s): an empty frame is validated here, so that
     this too is done before the first group, not during it.

@@ -276,7 +276,7 @@ class Lake(Writes, Upserts):
         return PyFileSystem(DeltaStorageHandler(self.path(name), self.storage_options)), ""
 
     def since(self, name: str, version: int) -> Since:
-        """What was committed to table ``name`` after ``version`` (``commitlog``)."""
+        """What was committed to table ``name`` after ``version`` (``log``)."""
         return read_since(*self.filesystem(name), version)
 
     def id_counter(self) -> int:
@@ -325,7 +325,7 @@ class Lake(Writes, Upserts):
 
         The vacuum is full: besides files that commits removed, it deletes data
         files that no commit ever named (a killed writer's, a worker group
-        redone), as ``datafiles`` promises, once they are older than the
+        redone), as ``files`` promises, once they are older than the
         retention. ``keep_versions`` keeps every file of those versions
         (the ``sync`` cursors' snapshots), whatever their age.
         """

@@ -199,7 +199,7 @@ class Writes:
     def commit_files(
         self, name: str, staged: Staged, metadata, *, fence: int | None = None, claim=None
     ) -> bool:
-        """Commit data files written elsewhere (``datafiles``, on a worker); False if none.
+        """Commit data files written elsewhere (``files``, on a worker); False if none.
 
         A rewrite commits only on the version its files were read at (else ``FenceMoved``);
         ``claim`` (the id counter read, the last id used) moves the counter in the same commit.
@@ -301,7 +301,7 @@ class Writes:
 
 @functools.cache
 def writer_properties(name: str) -> WriterProperties:
-    """How a table's Parquet files are written (``datafiles.parquet_layout``, a worker's too).
+    """How a table's Parquet files are written (``files.parquet_layout``, a worker's too).
 
     The codec is always named: given properties without one, delta-rs would
     write uncompressed files.
