@@ -55,15 +55,17 @@ from catalog_lake import (  # noqa: E402
 from catalog_lake import backfill as backfill_lib  # noqa: E402
 from catalog_lake import maintain as maintain_lib  # noqa: E402
 from catalog_lake import metrics as metrics_lib  # noqa: E402
-from catalog_lake.deletes import (  # noqa: E402
+from catalog_lake.loaders import refuse_userinfo  # noqa: E402
+from catalog_lake.refresh import (  # noqa: E402
     DEFAULT_MAX_DELETE_SHARE,
     REFRESH_PARAMETERS,
     Refresh,
 )
-from catalog_lake.loaders import refuse_userinfo  # noqa: E402
+from catalog_lake.sellers import seller_name  # noqa: E402
 from catalog_lake.settings import (  # noqa: E402
     DEFAULT_LAKE,
     PLACES,
+    SELLER_SETTING,
     is_stable_place,
     lake_limit_name,
 )
@@ -146,6 +148,20 @@ def stable_place(name: str, given: str | None, local: str | None = None) -> str:
     return place
 
 
+def seller_of_run(seller: str | None) -> str | None:
+    """The seller a flow run acts for, checked: a bad name stops the run before it reads.
+
+    The run's ``seller`` parameter, else the worker's ``CATALOG_LAKE_SELLER``, else
+    the Prefect variable ``catalog_lake_seller`` (``settings.SELLER_SETTING``), as a
+    worker serving one seller sets its source. None when none is set: ``ingest``
+    and ``metrics`` then write the default seller's items, ``backfill`` and
+    ``sync`` take every seller's.
+    """
+    env, variable = SELLER_SETTING
+    given = seller or os.environ.get(env) or _prefect_variable(variable)
+    return None if given is None else seller_name(given)
+
+
 def _refused(name: str, message: str) -> LakeError | UsageError:
     """The lake's refusal is a ``LakeError``, as before; the other places' a ``UsageError``."""
     return LakeError(message) if name == "lake" else UsageError(message, name)
@@ -213,6 +229,7 @@ def ingest_task(
     strict_values: bool = False,
     dry_run: bool = False,
     refresh: dict[str, Any] | None = None,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """``feeds.ingest``, the CLI's own ingest; retried when the lake could not be written.
 
@@ -240,6 +257,7 @@ def ingest_task(
         strict=strict_values,
         dry_run=dry_run,
         refresh=Refresh(**refresh) if refresh is not None else None,
+        seller=seller,
     )
 
 
@@ -255,6 +273,7 @@ def ingest_on_dask(
     strict_values: bool = False,
     dry_run: bool = False,
     refresh: dict[str, Any] | None = None,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """The ingest task on this flow's Dask cluster, given by ``ingest`` with its task runner."""
     from prefect.context import FlowRunContext
@@ -273,6 +292,7 @@ def ingest_on_dask(
         strict_values=strict_values,
         dry_run=dry_run,
         refresh=refresh,
+        seller=seller,
     )
 
 
@@ -317,6 +337,7 @@ def ingest(
     max_delete_share: float = DEFAULT_MAX_DELETE_SHARE,
     allow_mass_delete: bool = False,
     max_delete_share_per_day: float | None = None,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """Ingest new or changed feed files under ``source``; return the run summary.
 
@@ -343,15 +364,24 @@ def ingest(
     every file is stored (the artifact ``ingest-deleted`` lists them), unless a
     file failed or more than ``max_delete_share`` of the scope would go without
     ``allow_mass_delete``; then the run ends ``Failed`` and deletes nothing.
+
+    ``seller`` names whose items the files hold (``seller_of_run``; none set: the
+    default seller), as ``--seller`` does: one deployment or worker per seller, each
+    with its ``source``, keeps every seller's ids, files and refreshes apart.
     """
+    seller = seller_name(seller_of_run(seller))  # a bad name: refused before any file is read
     lake = lake_of_run(lake)
     source = stable_place("source", source, "data/feeds")
     run_id = str(flow_run.id) if flow_run.id else None
     arguments = (lake, source, pattern, batch_size, force, run_id, group_items)
     refresh = None
-    shaped = (refresh_scope != "source", refresh_category is not None,
-              max_delete_share != DEFAULT_MAX_DELETE_SHARE, allow_mass_delete,
-              max_delete_share_per_day is not None)  # fmt: skip
+    shaped = (
+        refresh_scope != "source",
+        refresh_category is not None,
+        max_delete_share != DEFAULT_MAX_DELETE_SHARE,
+        allow_mass_delete,
+        max_delete_share_per_day is not None,
+    )
     if any(shaped) and not full_refresh:
         raise UsageError(
             "refresh_scope, refresh_category, max_delete_share, allow_mass_delete and "
@@ -360,13 +390,23 @@ def ingest(
         )
     if full_refresh:  # checked here, so a wrong scope fails before any file is read
         try:
-            shape = Refresh(refresh_scope, refresh_category, max_delete_share,
-                            allow_mass_delete, max_delete_share_per_day)  # fmt: skip
+            shape = Refresh(
+                refresh_scope,
+                refresh_category,
+                max_delete_share,
+                allow_mass_delete,
+                max_delete_share_per_day,
+            )
         except UsageError as exc:  # named as this flow's parameters, not Refresh's fields
             named = [REFRESH_PARAMETERS[p] for p in exc.parameters]
             raise UsageError(exc.worded(REFRESH_PARAMETERS), *named) from None
         refresh = dataclasses.asdict(shape)
-    options = {"strict_values": strict_values, "dry_run": dry_run, "refresh": refresh}
+    options = {
+        "strict_values": strict_values,
+        "dry_run": dry_run,
+        "refresh": refresh,
+        "seller": seller,
+    }
     with one_writer(lake):
         if workers > 0 or dask_address:
             runner = dask_runner(workers, dask_address)
@@ -436,10 +476,16 @@ def backfill_task(
     until: datetime | None,
     request_ids: list[str] | None,
     dry_run: bool,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """Replay raw items in scope through today's rules."""
     return backfill_lib.backfill(
-        Catalog(lake), since=since, until=until, request_ids=request_ids, dry_run=dry_run
+        Catalog(lake),
+        since=since,
+        until=until,
+        request_ids=request_ids,
+        dry_run=dry_run,
+        seller=seller,
     )
 
 
@@ -460,37 +506,44 @@ def backfill(
     request_ids: list[str] | None = None,
     dry_run: bool = False,
     lake: str | None = None,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """Re-derive items and records from raw; ``dry_run`` reports and writes nothing.
 
     Like every command and flow, it writes unless told ``dry_run`` (``catalog-lake
-    backfill`` and ``--dry-run`` are the same rule).
+    backfill`` and ``--dry-run`` are the same rule). ``seller`` (``seller_of_run``)
+    replays that seller's pushes alone; none set, every seller's.
     """
+    seller = seller_of_run(seller)
     lake = lake_of_run(lake)
     with one_writer(lake):
-        report = backfill_task(lake, since, until, request_ids, dry_run)
+        report = backfill_task(lake, since, until, request_ids, dry_run, seller)
     create_markdown_artifact(key="backfill-report", markdown=_report_markdown("Backfill", report))
     return report
 
 
 @task(name="apply-metrics", cache_policy=NONE, **IO_RETRIES)
-def metrics_task(lake: str | None, path: str) -> dict[str, Any]:
+def metrics_task(lake: str | None, path: str, seller: str | None = None) -> dict[str, Any]:
     """Apply a likes/sales file to items and records."""
-    return metrics_lib.apply_metrics(Catalog(lake), path)
+    return metrics_lib.apply_metrics(Catalog(lake), path, seller)
 
 
 @flow(name="metrics", flow_run_name=lambda: _run_name("metrics", "path"), log_prints=True)
 @says_why
-def metrics(path: str | None = None, lake: str | None = None) -> dict[str, Any]:
+def metrics(
+    path: str | None = None, lake: str | None = None, seller: str | None = None
+) -> dict[str, Any]:
     """Load business metrics (likes, sales) for known items; report unknown ids.
 
     ``path`` defaults to ``CATALOG_LAKE_METRICS_PATH`` (or the Prefect variable
     ``catalog_lake_metrics_path``), else ``data/metrics.csv`` outside a deployment.
+    A row's item is its ``seller`` column's, else the run's seller (``seller_of_run``).
     """
+    seller = seller_name(seller_of_run(seller))
     lake = lake_of_run(lake)
     path = stable_place("path", path, "data/metrics.csv")
     with one_writer(lake):
-        report = metrics_task(lake, path)
+        report = metrics_task(lake, path, seller)
     create_markdown_artifact(key="metrics-report", markdown=_report_markdown("Metrics", report))
     return report
 
@@ -522,10 +575,11 @@ def sync_task(
     full: bool,
     max_record_bytes: int | None = None,
     apply: str | None = None,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """``changes.sync``, as ``catalog-lake sync``: a retry exports the same range again."""
     return Catalog(lake).sync(
-        target, fmt, full=full, max_record_bytes=max_record_bytes, apply=apply
+        target, fmt, full=full, max_record_bytes=max_record_bytes, apply=apply, seller=seller
     )
 
 
@@ -538,6 +592,7 @@ def sync(
     lake: str | None = None,
     max_record_bytes: int | None = None,
     apply: str | None = None,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """Export the records' changes since ``target``'s cursor to a new file there.
 
@@ -549,13 +604,16 @@ def sync(
     credentials from the worker's environment, never in the URL: Prefect keeps a
     run's parameters). ``target`` defaults to
     ``CATALOG_LAKE_SYNC_TARGET`` (or the Prefect variable ``catalog_lake_sync_target``),
-    else ``exports/search`` outside a deployment.
+    else ``exports/search`` outside a deployment. ``seller`` (``seller_of_run``): a
+    target of that seller's records alone, a storefront's own index; none set, every
+    seller's.
     """
-    refuse_userinfo(apply, "apply")  # Prefect would keep the password with the run
+    refuse_userinfo(apply, "apply")
+    seller = seller_of_run(seller)  # Prefect would keep the password with the run
     lake = lake_of_run(lake)
     target = stable_place("target", target, "exports/search")
     with one_writer(lake):
-        report = sync_task(lake, target, format, full, max_record_bytes, apply)
+        report = sync_task(lake, target, format, full, max_record_bytes, apply, seller)
     create_markdown_artifact(key="sync-report", markdown=_report_markdown("Sync", report))
     return report
 

@@ -21,12 +21,12 @@ import pytest
 from catalog_lake import Catalog, check
 from catalog_lake.backfill import backfill
 from catalog_lake.changes import write_changes
-from catalog_lake.deletes import Refresh
 from catalog_lake.errors import LakeError, UsageError
 from catalog_lake.exports import ENGINES
 from catalog_lake.feeds import ingest
 from catalog_lake.maintain import maintain
 from catalog_lake.metrics import apply_metrics
+from catalog_lake.refresh import Refresh
 from tests.conftest import NOW, Clock, make_item
 
 #: Random operation sequences the round-trip test runs (CI: a few; raise it locally).

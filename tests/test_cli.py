@@ -253,7 +253,7 @@ def test_records_where_and_as_of(run):
             "unknown column 'nope' in --where 'nope > 1'; known: object_id, client_item_id, "
             "product_name, description, categories, price, mrp, on_sale, discount_pct, image, "
             "inventory, in_stock, likes, sales, tags, synonyms, brand, colour, size, gender, "
-            "lake_category, variant_group_id, variant, updated_at, id_block, received_at",
+            "lake_category, variant_group_id, variant, updated_at, id_block, received_at, seller",
         ),
     ],
     ids=[

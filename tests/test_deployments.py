@@ -54,3 +54,32 @@ def test_a_deployment_run_refuses_a_relative_lake(monkeypatch):
         lake_of_run("lake")
     assert lake_of_run("/srv/lake") == "/srv/lake"
     assert lake_of_run("s3://bucket/lake") == "s3://bucket/lake"
+
+
+def test_a_sellers_deployment_as_docs_sellers_md_gives_it_validates():
+    """The YAML of docs/sellers.md, added to prefect.yaml's deployments, is a deployment."""
+    from prefect.flows import load_flow_from_entrypoint
+
+    page = (ROOT / "docs" / "sellers.md").read_text()
+    (block,) = page.split("```yaml\n")[1:]
+    snippet = block.split("```")[0]
+    deployments = yaml.safe_load((ROOT / "prefect.yaml").read_text() + snippet)["deployments"]
+    seller = deployments[-1]
+    assert (seller["name"], seller["parameters"]["seller"]) == ("acme", "acme")
+    flow = load_flow_from_entrypoint(str(ROOT / seller["entrypoint"]))
+    validated = flow.validate_parameters(seller["parameters"])
+    assert validated["seller"] == "acme"
+    assert seller["schedules"] == [{"interval": 900, "timezone": "UTC"}]
+
+
+def test_a_runs_seller_is_its_parameter_else_the_workers_and_is_checked(monkeypatch):
+    from flows.catalog_flows import seller_of_run
+
+    from catalog_lake import UsageError
+
+    monkeypatch.setenv("CATALOG_LAKE_SELLER", "acme")
+    assert seller_of_run(None) == "acme"
+    assert seller_of_run("zeta") == "zeta"
+    monkeypatch.setenv("CATALOG_LAKE_SELLER", "acme eu")
+    with pytest.raises(UsageError, match="'acme eu' is not a seller's name"):
+        seller_of_run(None)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from catalog_lake import RESPONSE_KEYS
-from catalog_lake.deletes import Refresh
 from catalog_lake.feeds import ingest
+from catalog_lake.refresh import Refresh
 from catalog_lake.runs import runs
 from catalog_lake.sources import SKIP_DANGLING, discover
 from catalog_lake.terminal import IngestProgress

@@ -45,7 +45,7 @@ def _by_key(table: pa.Table) -> dict[str, dict]:
 
 def test_a_newer_row_replaces_the_stored_one_but_keeps_its_id_and_metrics():
     stored = _rows(("a", 1, 7, "old", T0), ("b", 2, 3, "bee", T0))
-    incoming = _rows(("a", 99, 0, "new", T0 + timedelta(hours=1)))
+    incoming = _rows(("a", 1, 0, "new", T0 + timedelta(hours=1)))  # one item, one service id
 
     combined, counts = upserted(stored, incoming)
 
@@ -65,7 +65,7 @@ def test_a_newer_row_replaces_the_stored_one_but_keeps_its_id_and_metrics():
 def test_an_older_row_never_rolls_the_stored_one_back():
     stored = _rows(("a", 1, 0, "newer", T0 + timedelta(hours=1)))
     combined, counts = upserted(stored, _rows(("a", 1, 0, "older", T0)))
-    assert counts.pop("kept_ids").to_pylist() == ["a"]
+    assert counts.pop("kept_ids").to_pylist() == [1]  # by service id
     assert counts == {"inserted": 0, "updated": 0, "kept": 1}
     assert combined.to_pylist() == stored.to_pylist()
 

@@ -14,10 +14,10 @@ import pytest
 
 from catalog_lake import Catalog, check
 from catalog_lake.backfill import backfill
-from catalog_lake.deletes import Refresh
 from catalog_lake.errors import CatalogLakeError, NoLakeError, PushError
 from catalog_lake.feeds import ingest
 from catalog_lake.metrics import apply_metrics
+from catalog_lake.refresh import Refresh
 from tests.conftest import Ticking, kill_after, make_item
 
 #: Prices, windows and ages follow the clock: `make test` runs these a year ahead too.

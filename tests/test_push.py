@@ -199,7 +199,11 @@ def test_metrics_survive_a_re_push(catalog, clock):
     """likes and sales belong to the metrics feed; a product re-push keeps them."""
     catalog.push({"items": [make_item()]})
     metrics = pa.table(
-        {"client_item_id": ["SKU-1"], "id_block": [0], "likes": pa.array([7], pa.int64())}
+        {
+            "object_id": pa.array([1], pa.int64()),
+            "id_block": [0],
+            "likes": pa.array([7], pa.int64()),
+        }
     )
     for table in ("items", "records"):  # what the metrics feed does
         catalog.lake.update_matched(table, metrics, ["likes"])

@@ -126,6 +126,7 @@ def test_record_is_flat_and_complete(catalog):
         "updated_at": pd.Timestamp(NOW),
         "id_block": 0,  # the partition: object_id // 2048
         "received_at": pd.Timestamp(NOW),  # the push's time: the replay guard
+        "seller": "default",  # pushed without a seller
     }  # fmt: skip
 
 

@@ -194,6 +194,6 @@ def test_both_paths_commit_through_the_one_write_order(tmp_path, clock, source, 
         assert (path, "items") in seen
         tables = [name for tag, name in seen if not tag and name in store.WRITE_ORDER]
         # Each group's tables in the write order: no table before one it must follow.
-        for earlier, later in zip(tables, tables[1:]):
+        for earlier, later in zip(tables, tables[1:], strict=False):
             rank = store.WRITE_ORDER.index
             assert rank(later) > rank(earlier) or later == "raw", tables

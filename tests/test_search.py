@@ -13,10 +13,10 @@ from datetime import timedelta
 import pytest
 
 from catalog_lake import Catalog
-from catalog_lake.deletes import Refresh
 from catalog_lake.errors import SearchError
 from catalog_lake.feeds import ingest
 from catalog_lake.metrics import apply_metrics
+from catalog_lake.refresh import Refresh
 from catalog_lake.search import SearchIndex, index_folder
 from tests.conftest import Ticking, make_item
 

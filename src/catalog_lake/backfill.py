@@ -19,26 +19,32 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import sellers
 from .lake import next_fence, races, reads
 from .literals import quote, sql_timestamp
 from .parse import parse_push, payload_from_raw
 from .push import strict_of
 from .schemas import ITEMS, RECORDS
+from .sellers import DEFAULT_SELLER, seller_name, sql_filter
 from .store import Catalog, live_records
 
 #: Columns a dry run compares. A backfill keeps ``updated_at``, never touches
-#: ``likes`` and ``sales`` (the metrics feed owns them), and ids never move.
+#: ``likes`` and ``sales`` (the metrics feed owns them), and ids never move. The
+#: seller is in each record's key (a record before sellers has none: the default's).
 COMPARED = [
     f.name
     for f in RECORDS
-    if f.name not in ("updated_at", "received_at", "likes", "sales", "id_block")
+    if f.name not in ("updated_at", "received_at", "likes", "sales", "id_block", "seller")
 ]
 
 
 def _scope_sql(
-    since: datetime | None, until: datetime | None, request_ids: list[str] | None
+    since: datetime | None,
+    until: datetime | None,
+    request_ids: list[str] | None,
+    seller: str | None = None,
 ) -> str:
-    clauses = []
+    clauses = [] if seller is None else [sql_filter(seller)]
     if since is not None:
         clauses.append(f"received_at >= {sql_timestamp(since)}")
     if until is not None:
@@ -58,8 +64,13 @@ def backfill(
     dry_run: bool = False,
     chunk_items: int = 20_000,
     examples: int = 5,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """Replay raw items in scope; return what changed (or would change, with ``dry_run``).
+
+    ``seller`` replays that seller's pushes alone (None: every seller's, each
+    replayed as its own seller's). Examples name an item as ``seller/id``
+    where its seller is not the default one.
 
     Returns:
         A report: pushes and items replayed, records new / changed / unchanged,
@@ -69,10 +80,11 @@ def backfill(
     if not dry_run:
         catalog.lake.ensure()  # a read-only or newer lake is refused before anything is written
     started = time.perf_counter()
-    where = _scope_sql(since, until, request_ids)
+    where = _scope_sql(since, until, request_ids, None if seller is None else seller_name(seller))
     pushes = catalog.lake.read(
         "raw",
-        f'SELECT request_id, min(received_at) AS received_at, count(*) AS n FROM "raw" '
+        f"SELECT request_id, min(received_at) AS received_at, count(*) AS n, "
+        f'max(seller) AS seller FROM "raw" '
         f"WHERE {where} GROUP BY request_id ORDER BY received_at, request_id",
     ).to_pandas()
     if request_ids:
@@ -90,10 +102,16 @@ def backfill(
         "unknown_request_ids": missing,
         "examples": [],
     }
+    owners = pushes["seller"].fillna(DEFAULT_SELLER)
+    if owners.nunique() > 1:  # a backfill of several sellers: each one's share
+        counts = pushes.groupby(owners).agg(pushes=("n", "size"), items_replayed=("n", "sum"))
+        report["by_seller"] = {
+            name: {k: int(v) for k, v in row.items()} for name, row in counts.iterrows()
+        }
     price_time = catalog.clock()
     before: list[pd.DataFrame] = []
     after: list[pd.DataFrame] = []
-    for chunk in _chunks(pushes, chunk_items):
+    for owner, chunk in _chunks(pushes, chunk_items):
         rows = catalog.lake.read(
             "raw",
             'SELECT * FROM "raw" '  # ``strict`` is missing from a lake not yet upgraded
@@ -109,6 +127,7 @@ def backfill(
                     received_at=rows["received_at"],
                     price_time=price_time,
                     strict=strict_of(rows.get("strict", pd.Series([None] * len(rows))).tolist()),
+                    seller=owner,
                 )
                 live = ~deleted_since(catalog, derived.items.table(ITEMS))
                 records = derived.records.table(RECORDS).filter(live)
@@ -128,15 +147,13 @@ def backfill(
                         raise
                     keys.landed(derived.items, next_fence(keys.fence))
         report["items_rejected"] += len(derived.checked.errors)
-        found = reads.lookup(
-            catalog.lake,
-            "records",
-            "client_item_id",
-            records["client_item_id"].to_pylist(),
-            COMPARED,
+        found = reads.lookup_items(
+            catalog.lake, "records", sellers.row_keys(records).to_pylist(), COMPARED
         )
-        before.append(found.to_pandas())
-        after.append(records.select(COMPARED).to_pandas())
+        before.append(_shown_keys(found.to_pandas()))
+        after.append(
+            _shown_keys(records.select(COMPARED).append_column("key", sellers.row_keys(records)))
+        )
         if not dry_run and records.num_rows:
             catalog.lake.upsert_fenced(
                 "records",
@@ -153,19 +170,16 @@ def deleted_since(catalog: Catalog, items: pa.Table) -> np.ndarray:
     """Which of these item rows a later delete removed: a replay never brings them back."""
     if items.num_rows == 0:
         return np.zeros(0, dtype=bool)
-    stored = reads.lookup(
-        catalog.lake,
-        "items",
-        "client_item_id",
-        pc.unique(items["client_item_id"]).to_pylist(),
-        ["client_item_id", "updated_at", "deleted_at"],
+    keys = sellers.row_keys(items)
+    stored = reads.lookup_items(
+        catalog.lake, "items", pc.unique(keys).to_pylist(), ["updated_at", "deleted_at"]
     ).filter(pc.is_valid(pc.field("deleted_at")))
     pairs = (
-        items.select(["client_item_id", "updated_at"])
+        pa.table({"key": keys, "updated_at": items["updated_at"]})
         .append_column("_row", pa.array(np.arange(items.num_rows), pa.int64()))
         .join(
-            stored.rename_columns(["client_item_id", "deleted_updated_at", "deleted_at"]),
-            "client_item_id",
+            stored.rename_columns(["deleted_updated_at", "deleted_at", "key"]),
+            "key",
             join_type="inner",
         )
     )
@@ -176,16 +190,26 @@ def deleted_since(catalog: Catalog, items: pa.Table) -> np.ndarray:
 
 
 def _chunks(pushes: pd.DataFrame, limit: int):
+    """Consecutive pushes of one seller, about ``limit`` items at a time: (seller, ids)."""
     chunk: list[str] = []
-    size = 0
-    for request_id, n in zip(pushes["request_id"], pushes["n"], strict=True):
-        if chunk and size + n > limit:
-            yield chunk
+    size, owner = 0, None
+    owners = [s if isinstance(s, str) else DEFAULT_SELLER for s in pushes["seller"]]
+    for request_id, n, seller in zip(pushes["request_id"], pushes["n"], owners, strict=True):
+        if chunk and (size + n > limit or seller != owner):
+            yield owner, chunk
             chunk, size = [], 0
         chunk.append(request_id)
         size += int(n)
+        owner = seller
     if chunk:
-        yield chunk
+        yield owner, chunk
+
+
+def _shown_keys(frame: Any) -> pd.DataFrame:
+    """Records keyed by their item (``seller/client_item_id`` beyond the default seller)."""
+    frame = frame.to_pandas() if isinstance(frame, pa.Table) else frame
+    keys = frame.pop("key").astype(object).str.replace(sellers.SEPARATOR, "/", regex=False)
+    return frame.assign(client_item_id=keys.to_numpy())
 
 
 def _compare(

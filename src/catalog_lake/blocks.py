@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from . import sellers
+
 #: Columns an upsert never changes on a row that already exists.
 KEPT_ON_UPDATE = frozenset({"object_id", "id_block", "first_seen_at", "likes", "sales"})
 #: Columns a push that brings a deleted item back takes from the push, not the tombstone.
@@ -42,8 +44,13 @@ def guard_times(table: pa.Table, name: str) -> pa.ChunkedArray:
 
 
 def content_columns(schema: pa.Schema, name: str) -> list[str]:
-    """The columns that make a row's content: not its times, nor its partition."""
-    skip = {"id_block", GUARD.get(name), CONTENT_TIME.get(name)}
+    """The columns that make a row's content: not its times, its partition, nor its seller.
+
+    An object id is one seller's for good, so its seller is who it is, not what
+    it holds: a row written before sellers (none) and the same row written
+    since (``default``) hold the same content.
+    """
+    skip = {"id_block", "seller", GUARD.get(name), CONTENT_TIME.get(name)}
     return [c for c in schema.names if c not in skip]
 
 
@@ -125,16 +132,18 @@ def blocks_predicate(blocks: Any) -> str:
 
 
 def with_columns(stored: pa.Table, data: pa.Table, columns: list[str]) -> tuple[pa.Table, int]:
-    """``stored`` with ``columns`` taken from ``data`` where its client_item_id matches.
+    """``stored`` with ``columns`` taken from ``data`` where its ``object_id`` matches.
 
-    Rows keep their order; a null in ``data`` keeps the stored value.
+    Rows keep their order; a null in ``data`` keeps the stored value. The
+    service id, not the ``client_item_id``: two sellers' items may share one
+    (``sellers``), and one block.
     """
     position = pa.array(np.arange(stored.num_rows), pa.int64())
-    keys = stored.select(["client_item_id"]).append_column("_row", position)
-    new = data.select(["client_item_id", *columns]).rename_columns(
-        ["client_item_id", *(f"_new_{c}" for c in columns)]
+    keys = stored.select(["object_id"]).append_column("_row", position)
+    new = data.select(["object_id", *columns]).rename_columns(
+        ["object_id", *(f"_new_{c}" for c in columns)]
     )
-    joined = keys.join(new, "client_item_id", join_type="inner")
+    joined = keys.join(new, "object_id", join_type="inner")
     rows = joined["_row"].to_numpy()
     where = np.full(stored.num_rows, -1, dtype="int64")
     where[rows] = np.arange(len(rows))
@@ -151,19 +160,18 @@ def with_columns(stored: pa.Table, data: pa.Table, columns: list[str]) -> tuple[
 def upserted(
     stored: pa.Table, data: pa.Table, name: str = "items"
 ) -> tuple[pa.Table, dict[str, Any]]:
-    """``stored`` with ``data`` folded in by ``client_item_id``, and what happened to the rows.
+    """``stored`` with ``data`` folded in by ``object_id``, and what happened to the rows.
 
     A stored row is replaced when the incoming one is at least as new
     (``GUARD``; a null on either side never replaces, as in SQL), and
     the replacement keeps the stored ``KEPT_ON_UPDATE`` values, and its
     ``CONTENT_TIME`` when nothing else changed; older incoming rows are
     dropped (their ids are the result's ``kept_ids``); rows not stored yet
-    are added.
+    are added. Rows are matched by service id: one item's rows share it, and two
+    sellers' items sharing a ``client_item_id`` never do (``sellers``).
     """
-    stored_keys = pa.table(
-        {"k": stored["client_item_id"], "_s": pa.array(np.arange(stored.num_rows))}
-    )
-    data_keys = pa.table({"k": data["client_item_id"], "_d": pa.array(np.arange(data.num_rows))})
+    stored_keys = pa.table({"k": stored["object_id"], "_s": pa.array(np.arange(stored.num_rows))})
+    data_keys = pa.table({"k": data["object_id"], "_d": pa.array(np.arange(data.num_rows))})
     pairs = data_keys.join(stored_keys, "k", join_type="inner")
     s_rows = pairs["_s"].to_numpy()
     d_rows = pairs["_d"].to_numpy()
@@ -200,15 +208,15 @@ def upserted(
         "inserted": int(fresh.sum()),
         "updated": len(replacing),
         "kept": int(len(d_rows) - len(replacing)),
-        "kept_ids": data["client_item_id"].take(d_rows[~newer]),
+        "kept_ids": data["object_id"].take(d_rows[~newer]),
     }
     return combined, counts
 
 
 def _matches(stored: pa.Table, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Positions in ``stored`` and in ``ids`` of the ids stored."""
+    """Positions in ``stored`` and in ``ids`` of the items stored (``ids``: their keys)."""
     stored_keys = pa.table(
-        {"k": stored["client_item_id"], "_s": pa.array(np.arange(stored.num_rows))}
+        {"k": sellers.row_keys(stored), "_s": pa.array(np.arange(stored.num_rows))}
     )
     wanted = pa.table({"k": pa.array(ids, pa.string()), "_d": pa.array(np.arange(len(ids)))})
     pairs = wanted.join(stored_keys, "k", join_type="inner")

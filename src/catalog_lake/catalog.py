@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import settings, store
-from .errors import CatalogLakeError, PushError
+from . import sellers, settings, store
+from .errors import CatalogLakeError, LakeError, PushError, UsageError
 from .keys import Keys
 from .lake import Lake, reads
 from .literals import quote
@@ -32,6 +32,7 @@ from .push import (
     unfinished,
 )
 from .records import Synonyms, derive_records
+from .sellers import DEFAULT_SELLER, seller_name, sql_filter, with_seller
 
 Clock = Callable[[], datetime]
 
@@ -87,6 +88,7 @@ class Catalog:
         idempotency_key: str | None = None,
         strict: bool = False,
         dry_run: bool = False,
+        seller: str | None = None,
     ) -> dict[str, Any]:
         """Upload new products or update existing ones (SPEC 4.1).
 
@@ -102,6 +104,10 @@ class Catalog:
             dry_run: answer exactly what this push would, and write nothing.
                 An item new to the lake has no service id yet: it is mapped to
                 null, and the answer carries ``"catalog_push_dry_run": true``.
+            seller: whose items these are (``sellers``; None: the default
+                seller). Items are keyed by seller and ``client_item_id``:
+                another seller's ``SKU-1`` is another item, with its own id,
+                and an idempotency key is the seller's own.
 
         Returns:
             The SPEC 2.7 push response plus ``catalog_push_failed_items`` and
@@ -110,9 +116,14 @@ class Catalog:
         Raises:
             PushError: the payload as a whole is unusable or the lake cannot be
                 written. Nothing of the push is stored unless it says otherwise.
+            UsageError: ``seller`` is not a seller's name.
         """
         request = PushRequest(
-            product_object, source=source, idempotency_key=idempotency_key, strict=strict
+            product_object,
+            source=source,
+            idempotency_key=idempotency_key,
+            strict=strict,
+            seller=seller_name(seller),
         )
         return self.push_many([request], flow_run_id=flow_run_id, dry_run=dry_run)[0]
 
@@ -147,6 +158,9 @@ class Catalog:
 
         ``dry_run`` answers as ``push(dry_run=True)`` does, for each request.
 
+        Each request is its ``seller``'s; consecutive requests of one seller
+        are written together, and a group never mixes sellers.
+
         Returns:
             One response per request, in order.
 
@@ -156,6 +170,8 @@ class Catalog:
         """
         started = time.perf_counter()
         pushes = []
+        for request in requests:
+            seller_name(request.seller)  # before anything is parsed or written
         for number, request in enumerate(requests):
             received_at = self.clock()
             if pushes and received_at <= pushes[-1].received_at:
@@ -181,13 +197,24 @@ class Catalog:
                     flow_run_id,
                     request.idempotency_key,
                     strict=request.strict,
+                    seller=request.seller,
                 )
             )
+        runs = _by_seller(pushes)
+        if len(runs) > 1 and checked is not None:
+            raise UsageError("a group checked ahead is one seller's; push_many got several")
         if dry_run:
             if replayed is not None:
                 replayed[:] = [False] * len(pushes)  # nothing is written, nothing replayed
-            return store.dry_run(self, pushes, checked) if pushes else []
-        return store.run(self, pushes, checked, replayed) if pushes else []
+            return [r for run in runs for r in store.dry_run(self, run, checked)]
+        responses, flags = [], []
+        for run in runs:
+            ran: list[bool] = []
+            responses += store.run(self, run, checked, ran)
+            flags += ran
+        if replayed is not None:
+            replayed[:] = flags
+        return responses
 
     def delete(
         self,
@@ -197,8 +224,9 @@ class Catalog:
         dry_run: bool = False,
         source: str | None = None,
         flow_run_id: str | None = None,
+        seller: str | None = None,
     ) -> dict[str, Any]:
-        """Delete items by ``client_item_id``: their records leave, their ids stay reserved.
+        """Delete ``seller``'s items by ``client_item_id``: records leave, ids stay reserved.
 
         Answers in the push response's style (docs/lifecycle.md, "Lifecycle"): a request
         id, counts as numeric text, and one entry per id with its ``status``
@@ -206,15 +234,21 @@ class Catalog:
         ``refused`` with a ``code``). Refusals are per id, never an exception;
         deleting twice is harmless. An idempotency key works as for a push,
         and ``dry_run`` answers without writing. A later push of the same id
-        brings the item back with the same service id.
+        brings the item back with the same service id. Only ``seller``'s items
+        (None: the default seller's) are ever deleted.
 
         Raises:
             CatalogLakeError: ``client_item_ids`` is not a list of ids.
             NoLakeError: there is no lake here.
+            LakeError: ``seller`` has no items in this lake.
             PushError: a reused idempotency key, or the lake cannot be written.
         """
         from .deletes import delete
 
+        seller = seller_name(seller)
+        if seller != DEFAULT_SELLER and not self.has_seller(seller):
+            self.lake.require()  # no lake at all: say that first
+            raise LakeError(f"seller {seller!r} has no items in this lake; nothing was deleted")
         return delete(
             self,
             client_item_ids,
@@ -222,7 +256,21 @@ class Catalog:
             dry_run=dry_run,
             source=source,
             flow_run_id=flow_run_id,
+            seller=seller,
         )
+
+    def has_seller(self, seller: str) -> bool:
+        """Whether the lake holds any item of ``seller`` (the default seller: any item)."""
+        if self.lake.version("items") is None:
+            return False
+        if seller == DEFAULT_SELLER:
+            return (
+                self.lake.read(
+                    "items", f'SELECT 1 FROM "items" WHERE {sql_filter(seller)} LIMIT 1'
+                ).num_rows
+                > 0
+            )
+        return self.lake.has("items", "seller", seller)
 
     def derive(
         self,
@@ -233,6 +281,7 @@ class Catalog:
         price_time: datetime | None = None,
         checked: Checked | None = None,
         strict: bool | np.ndarray = True,
+        seller: str = DEFAULT_SELLER,
     ) -> Derived:
         """Validate items and derive their typed rows and records, writing nothing.
 
@@ -247,7 +296,7 @@ class Catalog:
         """
         if checked is None:
             checked = check_group(parsed, request_ids, strict)
-        items = store.identified(self.keys, checked, request_ids, received_at)
+        items = store.identified(self.keys, checked, request_ids, received_at, seller=seller)
         records = derive_records(items, price_time, self.synonyms)
         return Derived(checked.checked, checked.client_ids, items, records)
 
@@ -270,15 +319,19 @@ class Catalog:
         raw = self.lake.read(
             "raw",
             "SELECT request_id, min(received_at) AS received_at, "
-            'max(idempotency_key) AS idempotency_key FROM "raw" '
+            'max(idempotency_key) AS idempotency_key, max(seller) AS seller FROM "raw" '
             "GROUP BY request_id ORDER BY received_at, request_id",
         )
-        pushes = self.lake.read("pushes", 'SELECT request_id, idempotency_key FROM "pushes"')
+        pushes = self.lake.read(
+            "pushes", 'SELECT request_id, idempotency_key, seller FROM "pushes"'
+        )
+        # A key is claimed as its seller's (``Push.claim``).
+        claimed = sellers.keys(pushes["idempotency_key"], pushes["seller"])
         return unfinished(
             raw["request_id"].to_pylist(),
-            raw["idempotency_key"].to_pylist(),
+            sellers.keys(raw["idempotency_key"], raw["seller"]).to_pylist(),
             set(pushes["request_id"].to_pylist()),
-            {k for k in pushes["idempotency_key"].to_pylist() if k is not None},
+            {k for k in claimed.to_pylist() if k is not None},
         )
 
     def repair(self, *, metrics: bool = True) -> list[dict[str, Any]]:
@@ -313,6 +366,7 @@ class Catalog:
                         source=identity["source"],
                         flow_run_id=identity["flow_run_id"],
                         replay=identity,
+                        seller=identity["seller"],
                     )
                 )
                 continue
@@ -331,6 +385,7 @@ class Catalog:
                 first.get("idempotency_key"),
                 replay=True,
                 strict=bool(strict_of([first.get("strict")])[0]),
+                seller=first.get("seller") or DEFAULT_SELLER,
             )
             responses.append(store.run(self, [replay])[0])
         from .metrics import resync_records
@@ -350,17 +405,17 @@ class Catalog:
 
     # --- reading ------------------------------------------------------------------
 
-    def records(self) -> pd.DataFrame:
-        """Current flat search records, one per client_item_id, by service id."""
-        return _by_id(_pandas(self.lake.read("records")), "object_id")
+    def records(self, *, seller: str | None = None) -> pd.DataFrame:
+        """Current flat search records, one per item, by service id (``seller``'s alone)."""
+        return _by_id(_pandas(_of(self.lake.read("records"), seller)), "object_id")
 
-    def items(self) -> pd.DataFrame:
-        """Current validated items with every field typed, by service id.
+    def items(self, *, seller: str | None = None) -> pd.DataFrame:
+        """Current validated items with every field typed, by service id (``seller``'s alone).
 
         A deleted item is here too, as its tombstone: ``deleted_at`` and
         ``deleted_by`` are set, and it has no record.
         """
-        return _by_id(_pandas(self.lake.read("items")), "object_id")
+        return _by_id(_pandas(_of(self.lake.read("items"), seller)), "object_id")
 
     def query_records(
         self,
@@ -368,6 +423,8 @@ class Catalog:
         columns: list[str] | None = None,
         limit: int | None = None,
         as_of: int | str | None = None,
+        *,
+        seller: str | None = None,
     ) -> pd.DataFrame:
         """Records matching a SQL expression, by service id; read-only.
 
@@ -378,6 +435,7 @@ class Catalog:
             columns: the columns to return (all by default).
             limit: at most this many rows.
             as_of: a table version number or an ISO timestamp (time travel).
+            seller: one seller's records alone (None: every seller's).
         """
         table = reads.select(
             self.lake,
@@ -387,6 +445,7 @@ class Catalog:
             order_by="object_id",
             limit=limit,
             as_of=as_of,
+            seller=None if seller is None else seller_name(seller),
         )
         return _pandas(table)
 
@@ -397,8 +456,9 @@ class Catalog:
         as_of: int | str | None = None,
         *,
         max_record_bytes: int | None = None,
+        seller: str | None = None,
     ) -> Any:
-        """Write every current record to ``output`` (a text stream) in ``fmt``.
+        """Write every current record (``seller``'s alone) to ``output`` in ``fmt``.
 
         ``fmt`` is one of ``exports.EXPORT_FORMATS``: plain JSON Lines, or an
         engine's import format (docs/search.md, "Search engines"). ``as_of`` exports
@@ -409,19 +469,23 @@ class Catalog:
         from .exports import require_format, write_export
 
         require_format(fmt)  # before reading the lake
-        table = reads.select(self.lake, "records", order_by="object_id", as_of=as_of)
+        seller = None if seller is None else seller_name(seller)
+        table = reads.select(self.lake, "records", order_by="object_id", as_of=as_of, seller=seller)
         return write_export(table, fmt, output, max_record_bytes=max_record_bytes)
 
-    def changes(self, since: int | str, until: int | str | None = None) -> Any:
+    def changes(
+        self, since: int | str, until: int | str | None = None, *, seller: str | None = None
+    ) -> Any:
         """The records upserted and deleted after ``since`` up to ``until`` (``changes.Changes``).
 
         One operation per object, the last state in the range winning; a
         record whose content is the same at both ends is no change.
         ``since`` and ``until`` are records versions or ISO times, as ``--as-of``.
+        ``seller``: that seller's records alone.
         """
         from .changes import changes
 
-        return changes(self.lake, since, until)
+        return changes(self.lake, since, until, None if seller is None else seller_name(seller))
 
     def search(
         self,
@@ -432,6 +496,7 @@ class Catalog:
         page: int = 0,
         hits_per_page: int = 20,
         distinct: bool = True,
+        seller: str | None = None,
     ) -> dict[str, Any]:
         """Search the records: hits, ``nb_hits``, facet counts, the time taken.
 
@@ -441,8 +506,13 @@ class Catalog:
         ``filters`` is a dict of conditions, all required (``{"on_sale": True,
         "price": (200, 900), "categories": ["Fashion", "Ethnic"]}``, a list value
         meaning any of), or a list of such dicts, any of which may hold.
+        ``seller`` keeps one seller's records alone, inside the index (a filter
+        every dict of ``filters`` carries too).
         """
         from .search import SearchIndex
+
+        if seller is not None:
+            filters = with_seller(filters, seller_name(seller))
 
         if self._search is None or self._search.lake is not self.lake:
             self.lake.require()  # no lake: say so, and make no index folder for it
@@ -464,14 +534,24 @@ class Catalog:
         full: bool = False,
         max_record_bytes: int | None = None,
         apply: str | None = None,
+        seller: str | None = None,
     ) -> dict[str, Any]:
         """Export the changes since ``target``'s cursor there and advance it (``changes.sync``).
 
         ``apply``, a search engine index's URL, loads the files there first (``loaders``).
+        ``seller``: a target of one seller's records alone (its manifest says so).
         """
         from .changes import sync
 
-        return sync(self, target, fmt, full=full, max_record_bytes=max_record_bytes, apply=apply)
+        return sync(
+            self,
+            target,
+            fmt,
+            full=full,
+            max_record_bytes=max_record_bytes,
+            apply=apply,
+            seller=None if seller is None else seller_name(seller),
+        )
 
     def history(self, limit: int = 20) -> pd.DataFrame:
         """Table versions, newest first: table, version, time, operation, metrics."""
@@ -504,21 +584,23 @@ class Catalog:
         )
         return frame.sort_values(["timestamp", "table"], ascending=False, ignore_index=True)
 
-    def rejects(self) -> pd.DataFrame:
+    def rejects(self, *, seller: str | None = None) -> pd.DataFrame:
         """Every rejected item with its request id, index and errors.
 
         Each error's ``value`` is the value as it was sent (the table keeps it
         as JSON text, since a value can be of any JSON type).
         """
-        return _listed(self._answered(self.lake.read("rejects")), "errors", "rejected_at")
+        rows = _of(self._answered(self.lake.read("rejects")), seller)
+        return _listed(rows, "errors", "rejected_at")
 
-    def warnings(self) -> pd.DataFrame:
+    def warnings(self, *, seller: str | None = None) -> pd.DataFrame:
         """Every item stored with warnings: request id, index, each value dropped or repaired.
 
         Each warning's ``value`` is the value as it was sent; ``action`` says
         what was done (``dropped``, or ``repaired`` to ``repaired_to``).
         """
-        return _listed(self._answered(self.lake.read("warnings")), "warnings", "warned_at")
+        rows = _of(self._answered(self.lake.read("warnings")), seller)
+        return _listed(rows, "warnings", "warned_at")
 
     def _answered(self, rows: pa.Table) -> pa.Table:
         """The rows of pushes that answered: not those a push left when it lost a race.
@@ -536,15 +618,41 @@ class Catalog:
             pc.is_in(rows["request_id"], answered.combine_chunks().cast(pa.string()))
         )
 
-    def pushes(self) -> pd.DataFrame:
+    def pushes(self, *, seller: str | None = None) -> pd.DataFrame:
         """One row per push or delete request (``operation``) with its counts and timing."""
-        return _pandas(self.lake.read("pushes")).sort_values("received_at", ignore_index=True)
+        rows = _of(self.lake.read("pushes"), seller)
+        return _pandas(rows).sort_values("received_at", ignore_index=True)
 
     def raw(self) -> pd.DataFrame:
         """Every received item exactly as sent, passed or failed."""
         return _pandas(self.lake.read("raw")).sort_values(
             ["received_at", "index"], ignore_index=True
         )
+
+
+def _by_seller(pushes: list[Push]) -> list[list[Push]]:
+    """Consecutive pushes of one seller, in order: a group never mixes sellers."""
+    runs: list[list[Push]] = []
+    for push in pushes:
+        if runs and runs[-1][0].seller == push.seller:
+            runs[-1].append(push)
+        else:
+            runs.append([push])
+    return runs
+
+
+def _of(table: pa.Table, seller: str | None) -> pa.Table:
+    """The rows of ``seller`` (checked; the default seller's include rows with none), or all.
+
+    Every row read carries its seller: a row written before sellers, none,
+    reads as the default seller's.
+    """
+    table = table.set_column(
+        table.schema.get_field_index("seller"), "seller", sellers.of_rows(table)
+    )
+    if seller is None:
+        return table
+    return table.filter(pc.equal(table["seller"], seller_name(seller)))
 
 
 def _listed(table: pa.Table, column: str, stamp: str) -> pd.DataFrame:

@@ -35,6 +35,7 @@ from .lake import STORE_ERRORS, Lake, reads
 from .lake.layout import conform
 from .literals import quote
 from .schemas import CURSORS, RECORDS
+from .sellers import DEFAULT_SELLER
 from .settings import resolved_lake_uri
 from .targets import Target
 
@@ -57,12 +58,15 @@ class Changes:
         return self.upserts.num_rows + len(self.deletes)
 
 
-def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Changes:
+def changes(
+    lake: Lake, since: int | str, until: int | str | None = None, seller: str | None = None
+) -> Changes:
     """The records upserted and deleted after version (or time) ``since`` up to ``until``.
 
     ``since`` and ``until`` take what ``--as-of`` takes: a records version, a
     date or a date-time (the version in force then). ``until`` defaults to the
-    latest version.
+    latest version. ``seller``: that seller's records alone, upserts and
+    deletes (an item's seller never changes).
 
     Raises:
         LakeError: a version the table never had, a range that ends before it
@@ -100,6 +104,9 @@ def changes(lake: Lake, since: int | str, until: int | str | None = None) -> Cha
         after = _rows(after_version, touched)
     except (*STORE_ERRORS, pl.exceptions.PolarsError) as exc:
         raise _behind(start, exc) from None
+    if seller is not None:
+        before = before.filter(pl.col("seller") == seller)
+        after = after.filter(pl.col("seller") == seller)
     content = [c for c in EXPORTED if c != "object_id"]
     upserts = after.filter(changed_rows(after, before, "object_id", content)).sort("object_id")
     gone = before.join(after, on="object_id", how="anti").select("object_id").sort("object_id")
@@ -120,10 +127,14 @@ def _rows(version: reads.Version, blocks: list[int]) -> pl.DataFrame:
     """
     frame = version.scan_blocks(blocks)
     stored = frame.collect_schema()
-    return frame.select(
-        pl.col(c).cast(dtype) if c in stored else pl.lit(None, dtype).alias(c)
-        for c, dtype in _EXPORTED_TYPES.items()
-    ).collect()
+    return (
+        frame.select(
+            pl.col(c).cast(dtype) if c in stored else pl.lit(None, dtype).alias(c)
+            for c, dtype in _EXPORTED_TYPES.items()
+        )
+        .with_columns(pl.col("seller").fill_null(DEFAULT_SELLER))  # none: the default seller's
+        .collect()
+    )
 
 
 #: The exported columns' Polars types (``RECORDS``), which both snapshots are read as.
@@ -275,6 +286,7 @@ def sync(
     now: datetime | None = None,
     max_record_bytes: int | None = None,
     apply: str | None = None,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """Export what changed since ``target``'s cursor to a new file there, then advance it.
 
@@ -299,12 +311,14 @@ def sync(
     the lake, and another lake's sync is refused. A target without a manifest
     (new, emptied, or written before manifests) starts with every record. The
     cursor is kept under the target's resolved place, so a relative target
-    means the same folder wherever the cursor was written.
+    means the same folder wherever the cursor was written. ``seller`` makes a
+    target of that seller's records alone; its manifest says so, and a sync
+    of another seller (or of every seller) into it is refused.
 
     Raises:
         UsageError: an empty or unknown target, or one that follows another lake.
         LakeError: the cursor's version is gone (vacuumed); the message offers
-            ``full``.
+            ``full``. Or ``seller`` has no item in the lake.
     """
     require_format(fmt)
     place = Target.of(target)
@@ -315,10 +329,20 @@ def sync(
         index = check(fmt, apply)  # before anything is written
     lake = catalog.lake
     lake.require()
+    if seller is not None and not catalog.has_seller(seller):
+        raise LakeError(
+            f"seller {seller!r} has no items in this lake; no target was bound to it, "
+            "nothing was written"
+        )
     lake.ensure()
     latest = lake.version("records") or 0
     manifest, new = place.claim(
-        resolved_lake_uri(lake.uri), lake.identity() or "", fmt, now or catalog.clock(), full=full
+        resolved_lake_uri(lake.uri),
+        lake.identity() or "",
+        fmt,
+        now or catalog.clock(),
+        full=full,
+        seller=seller,
     )
     previous = None if full or new else cursor(lake, place.key)
     if previous is not None and previous["version"] >= latest:
@@ -333,11 +357,11 @@ def sync(
             "lake_id": manifest["lake_id"],
         }
     if previous is None:
-        upserts = reads.select(lake, "records", order_by="object_id", as_of=latest)
+        upserts = reads.select(lake, "records", order_by="object_id", as_of=latest, seller=seller)
         found = Changes(-1, latest, upserts.select(EXPORTED), pa.array([], pa.int64()))
         name = f"{latest:020d}-full.{_SUFFIX[fmt]}"
     else:
-        found = changes(lake, previous["version"], latest)
+        found = changes(lake, previous["version"], latest, seller)
         name = f"{latest:020d}-since-{previous['version']:020d}.{_SUFFIX[fmt]}"
     path, deletes_path, exported, deletes = _write_range(place, name, found, fmt, max_record_bytes)
     fitted = exported.summary()

@@ -30,9 +30,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import clean
+from . import clean, sellers
 from .metrics import lagging_counts
 from .push import unfinished
+from .sellers import DEFAULT_SELLER
 from .store import Catalog
 
 _MAX_EXAMPLES = 5
@@ -50,6 +51,22 @@ def _frame(catalog: Catalog, name: str, sql: str | None = None) -> pd.DataFrame:
     return catalog.lake.read(name, sql).to_pandas(
         types_mapper=lambda kind: strings if pa.types.is_string(kind) else None
     )
+
+
+def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame whose ``client_item_id`` and ``idempotency_key`` are their seller's keys.
+
+    Two sellers' items that share a ``client_item_id`` are two items
+    (``sellers``), and so are their keys: shown as ``seller/client_item_id``.
+    """
+    frame = frame.copy()
+    owner = pa.array(frame["seller"].astype(object), pa.string())
+    for column in ("client_item_id", "idempotency_key"):
+        if column in frame.columns:
+            keys = sellers.keys(pa.array(frame[column].astype(object), pa.string()), owner)
+            shown = pc.replace_substring(keys, sellers.SEPARATOR, "/").to_pylist()
+            frame[column] = pd.Series(shown, index=frame.index, dtype=pd.StringDtype("python"))
+    return frame
 
 
 class Found(NamedTuple):
@@ -77,20 +94,22 @@ class Tables:
     @classmethod
     def read(cls, catalog: Catalog) -> Tables:
         """Read what the checks need of each table, text as Python strings (``_frame``)."""
-        raw_sql = 'SELECT request_id, "index", passed, client_item_id, idempotency_key FROM "raw"'
-        items_sql = (
-            "SELECT client_item_id, object_id, likes, sales, deleted_at IS NOT NULL AS deleted "
-            'FROM "items"'
+        raw_sql = (
+            'SELECT request_id, "index", passed, client_item_id, idempotency_key, seller FROM "raw"'
         )
-        records_sql = 'SELECT client_item_id, object_id, likes, sales FROM "records"'
+        items_sql = (
+            "SELECT client_item_id, object_id, likes, sales, deleted_at IS NOT NULL AS deleted, "
+            'seller FROM "items"'
+        )
+        records_sql = 'SELECT client_item_id, object_id, likes, sales, seller FROM "records"'
         return cls(
             catalog,
-            raw=_frame(catalog, "raw", raw_sql),
-            pushes=_frame(catalog, "pushes"),
+            raw=_keyed(_frame(catalog, "raw", raw_sql)),
+            pushes=_keyed(_frame(catalog, "pushes")),
             rejects=_frame(catalog, "rejects", 'SELECT request_id, "index" FROM "rejects"'),
             warned=_frame(catalog, "warnings", 'SELECT request_id, "index" FROM "warnings"'),
-            items=_frame(catalog, "items", items_sql),
-            records=_frame(catalog, "records", records_sql),
+            items=_keyed(_frame(catalog, "items", items_sql)),
+            records=_keyed(_frame(catalog, "records", records_sql)),
         )
 
     @property
@@ -210,9 +229,8 @@ def key_snapshot_agrees(t: Tables) -> Iterator[Found]:
     if snapshot is None:
         return
     stored = set(zip(t.items["client_item_id"], t.items["object_id"].astype("int64"), strict=True))
-    loaded = set(
-        zip(snapshot["client_item_id"].to_pylist(), snapshot["object_id"].to_pylist(), strict=True)
-    )
+    keys = pc.replace_substring(snapshot["client_item_id"], sellers.SEPARATOR, "/")
+    loaded = set(zip(keys.to_pylist(), snapshot["object_id"].to_pylist(), strict=True))
     yield Found(
         2,
         "the key snapshot disagrees with items (delete _catalog_lake.keys.arrow to rebuild it)",
@@ -229,9 +247,11 @@ def responses_hold(t: Tables) -> Iterator[Found]:
     current = dict(zip(t.items["client_item_id"], service_ids, strict=True))
     changed, disagreeing = [], []
     columns = [
-        t.pushes[c] for c in ("request_id", "response_json", "received", "success", "failed")
+        t.pushes[c]
+        for c in ("request_id", "response_json", "received", "success", "failed", "seller")
     ]
-    for request_id, text, received, success, failed in zip(*columns, strict=True):
+    for request_id, text, received, success, failed, seller in zip(*columns, strict=True):
+        owner = seller if isinstance(seller, str) and seller != DEFAULT_SELLER else None
         response = json.loads(text)
         deleted = "catalog_delete_request_id" in response
         key = "catalog_delete_{}_count" if deleted else "catalog_push_{}_product_count"
@@ -245,12 +265,13 @@ def responses_hold(t: Tables) -> Iterator[Found]:
             continue
         for entry in response["items"]:
             for client_id, service_id in entry.items():
-                if current.get(client_id, service_id) != service_id:
+                key = f"{owner}/{client_id}" if owner else client_id
+                if current.get(key, service_id) != service_id:
                     changed.append(
                         {
-                            "client_item_id": client_id,
+                            "client_item_id": key,
                             "returned": service_id,
-                            "now": current[client_id],
+                            "now": current[key],
                             "request_id": request_id,
                         }
                     )

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from . import sellers
 from .errors import PushError
 from .lake import Lake
 from .literals import quote
@@ -38,7 +39,7 @@ def stored(
     keys: list[str] = (),
     request_ids: list[str] = (),  # type: ignore[assignment]
 ) -> dict[str, Earlier]:
-    """Stored pushes by idempotency key and by request id (the first stored of each)."""
+    """Stored pushes by claimed key (``Push.claim``) and by request id (the first of each)."""
     clauses = []
     if keys:
         clauses.append(f"idempotency_key IN ({', '.join(quote(k) for k in keys)})")
@@ -48,7 +49,7 @@ def stored(
         return {}
     found = lake.read(
         "pushes",
-        "SELECT request_id, idempotency_key, payload_sha256, response_json "
+        "SELECT request_id, idempotency_key, payload_sha256, response_json, seller "
         f'FROM "pushes" WHERE {" OR ".join(clauses)} ORDER BY received_at',
     ).to_pylist()
     by_key: dict[str, Earlier] = {}
@@ -56,7 +57,9 @@ def stored(
         earlier = Earlier(row["request_id"], row["payload_sha256"], row["response_json"])
         by_key.setdefault(f"request:{row['request_id']}", earlier)
         if row["idempotency_key"] is not None:
-            by_key.setdefault(f"key:{row['idempotency_key']}", earlier)
+            # A key is one seller's: another seller's push under it is another push.
+            claim = sellers.keys([row["idempotency_key"]], row["seller"])[0].as_py()
+            by_key.setdefault(f"key:{claim}", earlier)
     return by_key
 
 
@@ -91,7 +94,7 @@ def idempotent(
     todo: list[int] = []
     first_with_key: dict[str, int] = {}
     for number, push in enumerate(pushes):
-        key = push.idempotency_key
+        key = push.claim  # the key as its seller's (``Push.claim``)
         if key is None:
             todo.append(number)
             continue
@@ -100,7 +103,7 @@ def idempotent(
         if key in first_with_key:
             digest = pushes[first_with_key[key]].digest
         if digest is not None and digest != push.digest:
-            raise conflict(key)
+            raise conflict(push.idempotency_key)
         if stored is not None:
             responses[number] = stored.response
         elif key not in first_with_key:

@@ -25,15 +25,17 @@ from .cli_options import (
     AlwaysJson,
     JsonOption,
     LakeOption,
+    SellerFilter,
+    SellerOption,
     StorageOptions,
     StrictValues,
     fail,
     open_catalog,
     storage_options,
 )
-from .deletes import REFRESH_PARAMETERS, Refresh
 from .errors import CatalogLakeError, UsageError
 from .lake import STORE_ERRORS
+from .refresh import REFRESH_PARAMETERS, Refresh
 from .terminal import (
     IngestProgress,
     native_stderr,
@@ -216,11 +218,14 @@ def push(
             help="Answer what each push would, write nothing; a new item's service id is null.",
         ),
     ] = False,
+    seller: SellerOption = None,
     as_json: AlwaysJson = False,
 ) -> None:
     """Push each file as one push and print its push response as JSON."""
+    from .sellers import seller_name
     from .sources import read_push
 
+    seller = seller_name(seller)  # before any file is read
     catalog = open_catalog(lake, storage_option)
     whole_failures = 0
     item_failures = 0
@@ -232,6 +237,7 @@ def push(
                 source="-" if path == "-" else path,
                 strict=strict_values,
                 dry_run=dry_run,
+                seller=seller,
             )
         except OSError as exc:
             say_error(f"{path}: {exc.strerror or exc}")
@@ -323,15 +329,18 @@ def ingest(
             "deletes more of its scope (default: none).",
         ),
     ] = None,
+    seller: SellerOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Push every new or changed feed file under SOURCE, in batches, and summarize the run."""
     from .feeds import ingest as run_ingest
+    from .sellers import seller_name
     from .summary import run_failed, summary_markdown
 
     given = [f"--{name.replace('_', '-')}" for name in REFRESH_OPTIONS if _given(ctx, name)]
     if given and not full_refresh:
         raise fail(f"{', '.join(given)} only apply to a refresh: add --full-refresh", 2)
+    seller = seller_name(seller)  # before any file is read
     catalog = open_catalog(lake, storage_option)
     refresh = (
         Refresh(
@@ -358,6 +367,7 @@ def ingest(
             strict=strict_values,
             dry_run=dry_run,
             refresh=refresh,
+            seller=seller,
         )
     if as_json:
         print(json.dumps(summary, ensure_ascii=False, default=str))
@@ -389,6 +399,7 @@ def backfill(
         list[str] | None, typer.Option("--request-id", help="Only these pushes (repeatable).")
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Report, write nothing.")] = False,
+    seller: SellerFilter = None,
     as_json: AlwaysJson = False,
 ) -> None:
     """Re-derive items and records from the raw table with today's rules."""
@@ -400,6 +411,7 @@ def backfill(
         until=_when(until),
         request_ids=request_id or None,
         dry_run=dry_run,
+        seller=seller,
     )
     print_json(report)
 
@@ -415,15 +427,19 @@ def _when(value: str | None):
 
 @app.command()
 def metrics(
-    file: Annotated[Path, typer.Argument(help="CSV or Parquet with client_item_id, likes, sales.")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="CSV or Parquet with client_item_id, likes, sales (and seller)."),
+    ],
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
+    seller: SellerOption = None,
     as_json: AlwaysJson = False,
 ) -> None:
     """Update likes and sales of known items; unknown ids are reported, not created."""
     from .metrics import apply_metrics
 
-    report = apply_metrics(open_catalog(lake, storage_option), file)
+    report = apply_metrics(open_catalog(lake, storage_option), file, seller)
     print_json(report)
 
 
@@ -501,6 +517,7 @@ def delete(
     ] = False,
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
+    seller: SellerOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Delete items: their records leave search, their service ids stay reserved.
@@ -527,7 +544,7 @@ def delete(
     if not given:
         raise fail("name the ids to delete: catalog-lake delete ID..., --from FILE, or -", 2)
     response = open_catalog(lake, storage_option).delete(
-        given, idempotency_key=idempotency_key, dry_run=dry_run, source="cli"
+        given, idempotency_key=idempotency_key, dry_run=dry_run, source="cli", seller=seller
     )
     if as_json:
         print_json(response)

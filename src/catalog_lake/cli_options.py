@@ -6,6 +6,7 @@ error worded one way by every command.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -13,6 +14,7 @@ from typer._click.globals import get_current_context
 
 from . import settings
 from .catalog import Catalog
+from .sellers import seller_name
 from .terminal import say_error
 
 LakeOption = Annotated[
@@ -25,6 +27,23 @@ LakeOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+#: Whose items a command writes (the default seller's when none is named).
+SellerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--seller",
+        help="The seller whose items these are: 1 to 64 letters, digits, '.', '-' or '_' "
+        "(default: the default seller).",
+        show_default=False,
+    ),
+]
+#: Whose items a command reads (every seller's when none is named).
+SellerFilter = Annotated[
+    str | None,
+    typer.Option(
+        "--seller", help="Only this seller's rows (default: every seller's).", show_default=False
+    ),
+]
 #: The commands that list a table's rows (records, rejects, warnings, history) print one
 #: JSON object per row, JSON Lines, so a long listing streams into ``jq`` or a loader.
 RowsJson = Annotated[
@@ -81,3 +100,18 @@ def open_catalog(lake: str | None, storage_option: list[str] | None = None) -> C
     if lake is not None and not lake.strip():
         raise fail("--lake is empty; name a lake folder or an s3:// URI", 2)
     return Catalog(lake, storage_options=options or None)
+
+
+def read_seller(catalog: Catalog, seller: str | None) -> str | None:
+    """The seller a read names (``--seller``), checked, or None for every seller's rows.
+
+    A seller with nothing in the lake reads as empty, as any filter that matches
+    nothing does, and stderr says why: a mistyped seller is told, never taken
+    for a seller without rows (docs/sellers.md).
+    """
+    if seller is None:
+        return None
+    seller = seller_name(seller)
+    if catalog.lake.exists() and not catalog.has_seller(seller):
+        print(f"catalog-lake: seller {seller!r} has no items in this lake", file=sys.stderr)
+    return seller

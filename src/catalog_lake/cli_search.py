@@ -16,7 +16,16 @@ from typing import Annotated
 
 import typer
 
-from .cli_options import AlwaysJson, JsonOption, LakeOption, StorageOptions, fail, open_catalog
+from .cli_options import (
+    AlwaysJson,
+    JsonOption,
+    LakeOption,
+    SellerFilter,
+    StorageOptions,
+    fail,
+    open_catalog,
+    read_seller,
+)
 from .errors import UsageError
 from .exports import FILTER_VALUE_BYTES, MAX_RECORD_BYTES
 from .terminal import count, print_json
@@ -127,18 +136,24 @@ def export(
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
     max_record_bytes: MaxRecordBytes = None,
+    seller: SellerFilter = None,
     as_json: SummaryJson = False,
 ) -> None:
     """Write every record in a search engine's import format (docs/search.md, "Search engines")."""
     summary_on_stdout(as_json, output)
     catalog = open_catalog(lake, storage_option)
+    seller = read_seller(catalog, seller)
     report = to_output(
         output,
-        lambda stream: catalog.export(engine, stream, as_of, max_record_bytes=max_record_bytes),
+        lambda stream: catalog.export(
+            engine, stream, as_of, max_record_bytes=max_record_bytes, seller=seller
+        ),
     )
     summary = report.summary()
     if as_json:
-        print_json({"format": engine, **summary, "output": output, "as_of": as_of})
+        print_json(
+            {"format": engine, **summary, "output": output, "as_of": as_of, "seller": seller}
+        )
         return
     sys.stdout.flush()
     if output != "-":
@@ -163,6 +178,7 @@ def changes(
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
     max_record_bytes: MaxRecordBytes = None,
+    seller: SellerFilter = None,
     as_json: SummaryJson = False,
 ) -> None:
     """Write the records upserted and deleted between two versions, one operation per object."""
@@ -178,7 +194,7 @@ def changes(
             f"in a request of their own; {engine} writes them in --output with the upserts",
             "deletes_output",
         )
-    found = catalog.changes(since, until)
+    found = catalog.changes(since, until, seller=read_seller(catalog, seller))
     # An engine that takes documents apart refuses an empty payload: no file for no upserts.
     if engine in SEPARATE_DELETES and not found.upserts.num_rows and output != "-":
         output = None
@@ -204,6 +220,7 @@ def changes(
                 "too_large": summary["too_large"],
                 "output": output,
                 "deletes_output": deletes_output,
+                "seller": seller,
             }
         )
         return
@@ -237,11 +254,25 @@ def sync(
             "moves (credentials from the engine's variables: docs/search.md).",
         ),
     ] = None,
+    seller: Annotated[
+        str | None,
+        typer.Option(
+            "--seller",
+            help="A target of this seller's records alone (default: every seller's); "
+            "a target keeps the seller it was first synced with.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: AlwaysJson = False,
 ) -> None:
     """Export the changes since TARGET's cursor to a new file there, then advance the cursor."""
     report = open_catalog(lake, storage_option).sync(
-        target, engine, full=full, max_record_bytes=max_record_bytes, apply=apply
+        target,
+        engine,
+        full=full,
+        max_record_bytes=max_record_bytes,
+        apply=apply,
+        seller=seller,
     )
     print_json(report)
 
@@ -272,6 +303,7 @@ def search(
     ] = False,
     lake: LakeOption = None,
     storage_option: StorageOptions = None,
+    seller: SellerFilter = None,
     as_json: JsonOption = False,
 ) -> None:
     """Search the records as a storefront would: ranked hits, facets, one per variant group."""
@@ -286,13 +318,15 @@ def search(
     for name, values in (("categories", category), ("tags", tag), ("brand", brand)):
         if values:
             filters[name] = list(values)
-    found = open_catalog(lake, storage_option).search(
+    catalog = open_catalog(lake, storage_option)
+    found = catalog.search(
         query,
         filters=filters or None,
         facets=list(facet or []),
         page=page,
         hits_per_page=hits_per_page,
         distinct=not all_variants,
+        seller=read_seller(catalog, seller),
     )
     if as_json:
         print_json(found)

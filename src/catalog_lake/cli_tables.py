@@ -14,9 +14,12 @@ import typer
 from .cli_options import (
     LakeOption,
     RowsJson,
+    SellerFilter,
     StorageOptions,
     open_catalog,
+    read_seller,
 )
+from .errors import UsageError
 from .terminal import (
     counted,
     done,
@@ -60,6 +63,7 @@ def records(
         str | None,
         typer.Option("--as-of", metavar="WHEN", help="Table version number or ISO timestamp."),
     ] = None,
+    seller: SellerFilter = None,
     as_json: RowsJson = False,
 ) -> None:
     """Show flat search records, by service id (a readable set; --columns '*' for all)."""
@@ -69,7 +73,8 @@ def records(
         wanted = None
     else:
         wanted = [c.strip() for c in columns.split(",") if c.strip()]
-    frame = open_catalog(lake, storage_option).query_records(where, wanted, limit, as_of)
+    catalog = open_catalog(lake, storage_option)
+    frame = catalog.query_records(where, wanted, limit, as_of, seller=read_seller(catalog, seller))
     show(frame, as_json, f"records ({len(frame)} shown)")
 
 
@@ -82,10 +87,12 @@ def rejects(
         str | None, typer.Option(help="Only items failing with this error code.")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many rejected items.")] = 50,
+    seller: SellerFilter = None,
     as_json: RowsJson = False,
 ) -> None:
     """Show rejected items with their error codes and messages."""
-    frame = open_catalog(lake, storage_option).rejects()
+    catalog = open_catalog(lake, storage_option)
+    frame = catalog.rejects(seller=read_seller(catalog, seller))
     listed(frame, request_id, code, limit, as_json, "errors", refused, "rejects")
 
 
@@ -96,10 +103,12 @@ def warnings(
     request_id: Annotated[str | None, typer.Option(help="Only this push.")] = None,
     code: Annotated[str | None, typer.Option(help="Only items warned with this code.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many items.")] = 50,
+    seller: SellerFilter = None,
     as_json: RowsJson = False,
 ) -> None:
     """Show items stored with warnings: each value dropped or repaired, as sent."""
-    frame = open_catalog(lake, storage_option).warnings()
+    catalog = open_catalog(lake, storage_option)
+    frame = catalog.warnings(seller=read_seller(catalog, seller))
     listed(frame, request_id, code, limit, as_json, "warnings", done, "items stored with warnings")
 
 
@@ -111,19 +120,23 @@ def history(
     versions: Annotated[
         bool, typer.Option("--versions", help="Show table versions instead of pushes.")
     ] = False,
+    seller: SellerFilter = None,
     as_json: RowsJson = False,
 ) -> None:
     """Show the latest pushes and deletes (or, with --versions, table versions), newest first."""
+    if versions and seller is not None:
+        raise UsageError("--seller lists one seller's pushes; table versions are every seller's")
     catalog = open_catalog(lake, storage_option)
     if versions:
         frame = catalog.history(limit)
         show(frame.drop(columns=["metrics"]) if not as_json else frame, as_json, "table versions")
         return
-    frame = catalog.pushes()
+    frame = catalog.pushes(seller=read_seller(catalog, seller))
     frame = frame.assign(operation=frame["operation"].fillna("push"))
     columns = [
         "request_id",
         "operation",
+        "seller",
         "received_at",
         "received",
         "success",

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from .errors import UsageError
 from .schemas import RECORDS
+from .sellers import DEFAULT_SELLER
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,19 @@ class Roles:
         "categories",
         "brand",
         "tags",
+        "seller",
     )
-    #: Filters: SPEC 2.1's boolean, numeric and list filters, then stock and brand.
-    filters: tuple[str, ...] = ("on_sale", "price", "categories", "in_stock", "brand", "tags")
+    #: Filters: SPEC 2.1's boolean, numeric and list filters, then stock and brand, and the
+    #: seller, so that an engine-side key can be restricted to one seller's records.
+    filters: tuple[str, ...] = (
+        "on_sale",
+        "price",
+        "categories",
+        "in_stock",
+        "brand",
+        "tags",
+        "seller",
+    )
     #: Facets users count by (a subset of the filters).
     facets: tuple[str, ...] = ("categories", "brand", "on_sale", "tags")
     #: What the embedded search (``ranking.py``) counts and filters on: the engines'
@@ -66,6 +77,7 @@ class Roles:
         "lake_category",
         "on_sale",
         "in_stock",
+        "seller",
     )
     #: The embedded search's range filters, each with the kind of number it compares.
     search_ranges: tuple[tuple[str, str], ...] = (("price", "float"), ("inventory", "integer"))
@@ -75,8 +87,9 @@ class Roles:
     #: One result per product: its variants share this attribute.
     distinct: str = "variant_group_id"
     key: str = "object_id"
-    #: What the engines group on: ``distinct``'s value, or the record's own id where it
-    #: has none, so that a product without variants stands alone (``_documents``).
+    #: What the engines group on: ``distinct``'s value within its seller, or the record's
+    #: own id where it has none, so that a product without variants stands alone
+    #: (``_documents``).
     group: str = "group_key"
 
 
@@ -407,14 +420,27 @@ def write_export(
 
 
 def _documents(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
-    """The records as ``fmt``'s engine takes them: its key, the group key, rank numbers."""
+    """The records as ``fmt``'s engine takes them: its key, the group key, rank numbers.
+
+    Every document carries its seller: a record written before sellers has none,
+    and is the default seller's.
+    """
+    frame = frame.with_columns(pl.col("seller").fill_null(DEFAULT_SELLER))
     if fmt == "jsonl":
         return frame  # the records as the lake holds them
     ids = pl.col("object_id").cast(pl.String)
+    # A variant group is one seller's. The default seller's keys are those of a lake
+    # before sellers (an index loaded then needs no reload); another seller's start
+    # with its name, which holds no ':' (``sellers.SELLER``), so no two groups share one.
+    owner = pl.col("seller")
     group = (
         pl.when(pl.col(ROLES.distinct).is_null())
         .then(pl.concat_str([pl.lit("item:"), ids]))
-        .otherwise(pl.concat_str([pl.lit("group:"), pl.col(ROLES.distinct)]))
+        .when(owner == DEFAULT_SELLER)
+        .then(pl.concat_str([pl.lit("group:"), pl.col(ROLES.distinct)]))
+        .otherwise(
+            pl.concat_str([pl.lit("seller:"), owner, pl.lit(":group:"), pl.col(ROLES.distinct)])
+        )
     )
     frame = _short_group_keys(frame.with_columns(group.alias(ROLES.group)))
     if fmt == "meilisearch":

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import Catalog
-from .deletes import Refresh
-from .deletes import refresh as refresh_catalog
 from .errors import LakeError, first_line
 from .groups import GroupWriter, Progress, push_files, quiet
 from .lake import LAKE_ERRORS
+from .refresh import Refresh
+from .refresh import refresh as refresh_catalog
 from .runs import Plan, plan, record_files, record_removed, record_run
+from .sellers import DEFAULT_SELLER, seller_name
 from .sources import (
     DEFAULT_PATTERN,
     NOT_FEEDS,
@@ -54,6 +55,7 @@ def ingest_files(
     strict: bool = False,
     dry_run: bool = False,
     seen: set[str] | None = None,
+    seller: str = DEFAULT_SELLER,
 ) -> list[FileResult]:
     """Push feed files in batches; never raises for a bad file, it reports it.
 
@@ -91,7 +93,7 @@ def ingest_files(
     after it are read. ``seen``, when given, collects every ``client_item_id``
     the run's pushes carried (a full refresh deletes the others).
     """
-    writer = GroupWriter(catalog, flow_run_id, progress, detail_items, strict, dry_run)
+    writer = GroupWriter(catalog, flow_run_id, progress, detail_items, strict, dry_run, seller)
     writer.seen = seen
     for kind, segment in _segments(files):
         if kind == "delete":
@@ -133,6 +135,7 @@ def ingest(
     strict: bool = False,
     dry_run: bool = False,
     refresh: Refresh | None = None,
+    seller: str | None = None,
 ) -> dict[str, Any]:
     """Ingest every new or changed feed file under ``source``; return the run summary.
 
@@ -150,12 +153,17 @@ def ingest(
 
     ``refresh`` makes the run a full-catalog refresh: once every file is
     stored, the items of its scope that the run did not carry are deleted
-    (``deletes.refresh``), and ``summary["refresh"]`` says which, or why none.
+    (``refresh.refresh``), and ``summary["refresh"]`` says which, or why none.
+
+    ``seller`` names whose items the files hold (``sellers``; None: the
+    default seller). A source is read afresh for each seller: its files are
+    recorded per seller, and its refresh deletes that seller's items alone.
     """
     started, started_at = time.perf_counter(), catalog.clock()
+    seller = seller_name(seller)
     # The source is looked at before the lake is touched: a mistyped source
     # stops the run in one line and creates nothing.
-    plan_ = plan(catalog, source, pattern, force)
+    plan_ = plan(catalog, source, pattern, force, seller)
     found = len(plan_.to_ingest) + len(plan_.skipped) + len(plan_.refused)
     # A source with no feed file (empty, or only other files) writes nothing where there
     # is no lake yet: no nine empty tables.
@@ -194,6 +202,7 @@ def ingest(
         strict,
         dry_run,
         seen,
+        seller,
     )
     if writes:
         _recorded(
@@ -210,6 +219,7 @@ def ingest(
         skipped_reasons=plan_.reasons,
     )
     summary["repaired"] = repaired
+    summary["seller"] = seller
     if not feeds:
         summary["note"] = (
             f"0 files: nothing under {plan_.source} matches {pattern!r}"
@@ -241,7 +251,7 @@ def _refreshed(
     dry_run: bool,
     flow_run_id: str | None,
 ) -> dict[str, Any]:
-    """A full refresh's deletes after the run's files (``deletes.refresh``)."""
+    """A full refresh's deletes after the run's files (``refresh.refresh``)."""
     unread = [
         f.path for f in plan_.skipped if plan_.reasons.get(f.path, SKIP_UNCHANGED) != SKIP_UNCHANGED
     ]
@@ -256,6 +266,7 @@ def _refreshed(
         paths=[f.path for f in (*plan_.to_ingest, *plan_.skipped)],
         dry_run=dry_run,
         flow_run_id=flow_run_id,
+        seller=plan_.seller,
     )
     if report["status"] == "deleted":
         # The lake no longer holds the removed files' items: the same files put back

@@ -11,6 +11,7 @@ file's result is kept, in feed order, for the run's summary (``feeds``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from .catalog import Catalog
 from .errors import LakeError, PushError, first_line
 from .lake import LAKE_ERRORS
 from .push import Checked, PushRequest, check_requests
+from .sellers import DEFAULT_SELLER
 from .sources import (
     PARSE_ITEMS,
     FeedFile,
@@ -73,7 +75,7 @@ def push_files(
                         else:
                             _write_checked(writer, chunk, outcome)
                 return
-            chain = Chain(writer.catalog, dask, writer.strict, writer.flow_run_id)
+            chain = Chain(writer.catalog, dask, writer.strict, writer.flow_run_id, writer.seller)
             for done in chain.run(chunks, batch_size):
                 _settle(writer, done, batch_size)
     else:
@@ -178,8 +180,10 @@ class GroupWriter:
         detail_items: int,
         strict: bool = False,
         dry_run: bool = False,
+        seller: str = DEFAULT_SELLER,
     ):
         self.catalog = catalog
+        self.seller = seller  # every push of the run is this seller's
         self.flow_run_id = flow_run_id
         self.progress = progress
         self.detail_left = detail_items
@@ -312,7 +316,11 @@ class GroupWriter:
         """Push a group's requests with one ``push_many``."""
         if not group:
             return
-        requests = [request for entry in group for request in entry.requests]
+        requests = [
+            dataclasses.replace(request, seller=self.seller)
+            for entry in group
+            for request in entry.requests
+        ]
         replayed: list[bool] = []
         try:
             responses = self.catalog.push_many(
@@ -408,6 +416,7 @@ class GroupWriter:
                         source=feed.path,
                         flow_run_id=self.flow_run_id,
                         dry_run=self.dry_run,
+                        seller=self.seller,
                     )
                 )
         except (PushError, *LAKE_ERRORS) as exc:

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from . import settings
+from . import sellers, settings
 from .errors import FenceMoved
 from .lake import Lake, is_local, races, reads
 from .lake.files import Staged
@@ -43,6 +43,7 @@ from .lake.log import Since, concerns, keys_added
 from .lake.reads import BlocksScan
 from .records import Batch
 from .schemas import TS
+from .sellers import DEFAULT_SELLER
 
 #: Files a cold key lookup may read past the lake's key snapshot before it saves a new one.
 KEYS_RESAVE_FILES = 64
@@ -102,8 +103,9 @@ class Keys:
         received_at: pd.Series,
         first: pd.DataFrame,
         hold: bool = False,
+        seller: str = DEFAULT_SELLER,
     ) -> Batch:
-        """Give every item its service id: the stored one, or a new one.
+        """Give every item of ``seller`` its service id: the stored one, or a new one.
 
         ``hold``: new ids come from the lake's id counter (``_fresh``), for a
         write; without it (a dry run, ``Catalog.derive``) a new item gets a
@@ -114,11 +116,14 @@ class Keys:
         index = self.index()
         fresh = partial(self._fresh, floor=index.max_id) if hold else _after(index.max_id)
         positions = first["position"].to_numpy()
-        object_id, new = _ids(index, items["client_item_id"], positions, fresh)
-        return with_ids(items, object_id, new, first["at"], received_at, request_ids)
+        keys = sellers.keys(items["client_item_id"], seller)
+        object_id, new = _ids(index, keys, positions, fresh)
+        return with_ids(items, object_id, new, first["at"], received_at, request_ids, seller)
 
-    def reserve(self, client_ids: pa.Array, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def reserve(self, keys: pa.Array, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ids for a group whose rows are written elsewhere (a Dask worker), held at once.
+
+        ``keys`` are the items' keys (``sellers.keys``).
 
         Like ``assign``, but the new keys join the index now, before their
         items commit, so the next group of the same ingest finds them and
@@ -130,14 +135,14 @@ class Keys:
         """
         index = self.index()
         object_id, new = _ids(
-            index, client_ids, positions, partial(self._fresh, floor=index.max_id, hold=True)
+            index, keys, positions, partial(self._fresh, floor=index.max_id, hold=True)
         )
         self._spare = self._spare[int(new.sum()) :]  # given now: the next group's follow on
         self._held += 1 if len(object_id) else 0
         if new.any():
             added = pa.table(
                 {
-                    "client_item_id": pa.array(client_ids).filter(pa.array(new)),
+                    "client_item_id": pa.array(keys).filter(pa.array(new)),
                     "object_id": pa.array(object_id[new]),
                     "id_block": pa.array(object_id[new] // settings.ID_BLOCK_SIZE),
                 }
@@ -243,7 +248,8 @@ class Keys:
             if scan.files_read > KEYS_RESAVE_FILES:
                 save_snapshot(self.lake, KeySnapshot(scan.version, scan.files, table))
         else:
-            table = reads.scan(self.lake, "items", ["client_item_id", "object_id"])
+            columns = ["client_item_id", "object_id", "seller"]
+            table = _keyed(reads.scan(self.lake, "items", columns))
             blocks = pc.divide(table["object_id"], settings.ID_BLOCK_SIZE)  # ids are positive
             table = table.append_column("id_block", blocks)
         max_id = pc.max(table["object_id"]).as_py() if table.num_rows else None
@@ -261,14 +267,16 @@ class Keys:
         is stored.
         """
         known = snapshot.files if snapshot is not None else None
-        scan = reads.blocks_scan(self.lake, "items", ["client_item_id", "object_id"], known)
+        columns = ["client_item_id", "object_id", "seller"]
+        scan = reads.blocks_scan(self.lake, "items", columns, known)
+        rows = _keyed(scan.rows)
         if snapshot is None:
-            return scan.rows, scan
+            return rows, scan
         kept = snapshot.table
         if scan.touched:
             touched = pa.array(sorted(scan.touched), pa.int64())
             kept = kept.filter(pc.invert(pc.is_in(kept["id_block"], value_set=touched)))
-        return pa.concat_tables([kept.cast(scan.rows.schema), scan.rows]), scan
+        return pa.concat_tables([kept.cast(rows.schema), rows]), scan
 
     def save(self) -> None:
         """Save the lake's key snapshot as of now (after an ingest run; local lakes only).
@@ -297,7 +305,13 @@ class Keys:
             self._held = max(0, self._held - 1)
             new = None
         else:
-            new = pa.table({c: items[c] for c in ("client_item_id", "object_id", "id_block")})
+            new = pa.table(
+                {
+                    "client_item_id": sellers.keys(items["client_item_id"], items["seller"]),
+                    "object_id": items["object_id"],
+                    "id_block": items["id_block"],
+                }
+            )
             new = new.filter(pc.invert(items["known"]))
             self._spare = self._spare[new.num_rows :]  # ``assign(hold=True)`` took the first
         if cached is None:
@@ -348,6 +362,7 @@ def with_ids(
     first_at: pd.Series,
     received_at: pd.Series,
     request_ids: pd.Series,
+    seller: str = DEFAULT_SELLER,
 ) -> Batch:
     """Typed item rows with their service ids and the columns a push sets (pure).
 
@@ -364,7 +379,23 @@ def with_ids(
         sales=pa.array(np.zeros(n, dtype="int64")),
         updated_at=_instants(received_at),
         request_id=pa.array(request_ids.to_numpy(dtype=object), pa.string()),
+        seller=pa.repeat(pa.scalar(seller, pa.string()), n),
     )
+
+
+def _keyed(rows: pa.Table) -> pa.Table:
+    """Rows of ``client_item_id``, ``object_id`` (and ``id_block``) with the items' keys.
+
+    The index holds each item's key (``sellers.keys``) in its ``client_item_id``
+    column: the default seller's is the ``client_item_id`` itself, so a key
+    snapshot saved before sellers still holds every key.
+    """
+    keyed = rows.set_column(
+        rows.schema.get_field_index("client_item_id"),
+        "client_item_id",
+        sellers.row_keys(rows),
+    )
+    return keyed.drop_columns(["seller"]) if "seller" in keyed.column_names else keyed
 
 
 def _instants(values: pd.Series) -> pa.Array:

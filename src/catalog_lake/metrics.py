@@ -1,7 +1,9 @@
 """Business metrics (likes, sales) from a CSV or Parquet file onto items and records.
 
 Only ``likes`` and ``sales`` change, and only for ids the lake knows: an
-unknown ``client_item_id`` is reported, never invented.
+unknown ``client_item_id`` is reported, never invented. A row is one
+seller's item: the file's ``seller`` column says whose, else the run's seller
+(``sellers``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import pandas as pd
 import pyarrow as pa_
 import pyarrow.compute as pc
 
-from . import settings
+from . import sellers, settings
 from .errors import CatalogLakeError, LakeError, first_line
 from .lake import STORE_ERRORS, reads
+from .sellers import SELLER, seller_name
 from .store import Catalog
 
 
@@ -38,6 +41,14 @@ def metrics_schema() -> Any:
             "sales": pa.Column(
                 "Int64", nullable=True, checks=pa.Check.ge(0, error="is negative"), required=False
             ),
+            "seller": pa.Column(
+                str,
+                nullable=True,  # blank: the run's seller
+                checks=pa.Check.str_matches(
+                    rf"^{SELLER.pattern}\Z", error="is not a seller's name"
+                ),
+                required=False,
+            ),
         },
         strict="filter",
         coerce=True,
@@ -51,7 +62,7 @@ def load_metrics(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
         if path.suffix.lower() in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
         else:
-            frame = pd.read_csv(path, dtype={"client_item_id": str})
+            frame = pd.read_csv(path, dtype={"client_item_id": str, "seller": str})
     except (OSError, ValueError) as exc:
         raise CatalogLakeError(f"cannot read metrics file {path}: {exc}") from None
     if "client_item_id" not in frame.columns or not {"likes", "sales"} & set(frame.columns):
@@ -107,37 +118,49 @@ def _plain(value: Any) -> Any:
 UNKNOWN_SHOWN = 100
 
 
-def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
-    """Update likes and sales of known items from ``path``; report the rest."""
+def apply_metrics(catalog: Catalog, path: str | Path, seller: str | None = None) -> dict[str, Any]:
+    """Update likes and sales of known items from ``path``; report the rest.
+
+    A row is the item of the seller its ``seller`` column names, else of
+    ``seller`` (None: the default seller). With more than one seller, the
+    report counts each one's rows apart (``by_seller``).
+
+    Raises:
+        LakeError: ``seller`` is named and has no item in the lake.
+    """
+    named = seller is not None
+    seller = seller_name(seller)
     catalog.lake.require()
+    if named and not catalog.has_seller(seller):  # a mistyped seller is told, not guessed
+        raise LakeError(f"seller {seller!r} has no items in this lake; nothing was updated")
     frame, invalid = load_metrics(path)
     catalog.lake.ensure()  # a read-only or newer lake is refused before anything is written
     rows = len(frame) + len(invalid)
-    frame = frame.drop_duplicates("client_item_id", keep="last")
-    keys = frame["client_item_id"].tolist()
-    found = reads.lookup(
-        catalog.lake, "items", "client_item_id", keys, ["client_item_id", "object_id", "deleted_at"]
-    )
+    owners = frame["seller"].fillna(seller) if "seller" in frame.columns else seller
+    frame = frame.assign(seller=owners)
+    frame = frame.assign(key=sellers.keys(frame["client_item_id"], frame["seller"]).to_pylist())
+    frame = frame.drop_duplicates("key", keep="last")
+    keys = frame["key"].tolist()
+    found = reads.lookup_items(catalog.lake, "items", keys, ["object_id", "deleted_at"])
     # A deleted item is not updated: its metrics would come back with it unasked.
-    gone = found.filter(pc.is_valid(found["deleted_at"]))["client_item_id"].to_pylist()
+    deleted = set(found.filter(pc.is_valid(found["deleted_at"]))["key"].to_pylist())
     found = found.filter(pc.is_null(found["deleted_at"]))
-    known = set(found["client_item_id"].to_pylist())
-    deleted = set(gone)
-    # The partition of each item, so the merge rewrites only those blocks.
-    block_of = pd.Series(
-        found["object_id"].to_numpy() // settings.ID_BLOCK_SIZE,
-        index=found["client_item_id"].to_numpy(zero_copy_only=False),
-    )
-    unknown = [k for k in keys if k not in known and k not in deleted]
-    deleted_ids = [k for k in keys if k in deleted]
-    frame = frame[frame["client_item_id"].isin(known)]
+    known = set(found["key"].to_pylist())
+    # The service id of each item, and its partition, so the merge rewrites only those blocks.
+    id_of = pd.Series(found["object_id"].to_numpy(), index=found["key"].to_numpy(False))
+    gone = ~frame["key"].isin(known)
+    unknown = frame["client_item_id"][gone & ~frame["key"].isin(deleted)].tolist()
+    deleted_ids = frame["client_item_id"][frame["key"].isin(deleted)].tolist()
+    by_seller = _by_seller(frame, known, deleted)
+    frame = frame[~gone]
     updated = 0
     if len(frame):
         columns = [c for c in ("likes", "sales") if c in frame.columns]
+        object_id = frame["key"].map(id_of).astype("int64")
         source = pa_.table(
             {
-                "client_item_id": pa_.array(frame["client_item_id"], pa_.string()),
-                "id_block": pa_.array(frame["client_item_id"].map(block_of), pa_.int64()),
+                "object_id": pa_.array(object_id, pa_.int64()),
+                "id_block": pa_.array(object_id // settings.ID_BLOCK_SIZE, pa_.int64()),
             }
             | {c: pa_.array(frame[c], pa_.int64(), from_pandas=True) for c in columns}
         )
@@ -164,7 +187,21 @@ def apply_metrics(catalog: Catalog, path: str | Path) -> dict[str, Any]:
         "deleted_ids": deleted_ids[:UNKNOWN_SHOWN],
         "invalid_count": len(invalid),
         "invalid_rows": invalid[:UNKNOWN_SHOWN],
+        **({"by_seller": by_seller} if len(by_seller) > 1 else {}),
     }
+
+
+def _by_seller(frame: pd.DataFrame, known: set[str], deleted: set[str]) -> dict[str, dict]:
+    """Each seller's rows: updated, unknown and deleted (a report with several sellers)."""
+    counts: dict[str, dict[str, int]] = {}
+    for name, rows in frame.groupby("seller", sort=True):
+        keys = rows["key"]
+        counts[str(name)] = {
+            "updated": int(keys.isin(known).sum()),
+            "unknown": int((~keys.isin(known) & ~keys.isin(deleted)).sum()),
+            "deleted": int(keys.isin(deleted).sum()),
+        }
+    return counts
 
 
 def lagging_counts(joined: pd.DataFrame, left: str, right: str) -> pd.Series:
@@ -186,13 +223,14 @@ def resync_records(catalog: Catalog) -> list[str]:
     sql = 'SELECT client_item_id, object_id, likes, sales FROM "{}"'
     items = catalog.lake.read("items", sql.format("items")).to_pandas()
     records = catalog.lake.read("records", sql.format("records")).to_pandas()
-    joined = items.merge(records, on="client_item_id", suffixes=("", "_records"))
+    records = records.drop(columns=["client_item_id"])
+    joined = items.merge(records, on="object_id", suffixes=("", "_records"))
     lagging = joined[lagging_counts(joined, "", "_records")]
     if lagging.empty:
         return []
     source = pa_.table(
         {
-            "client_item_id": pa_.array(lagging["client_item_id"], pa_.string()),
+            "object_id": pa_.array(lagging["object_id"].astype("int64"), pa_.int64()),
             "id_block": pa_.array(
                 lagging["object_id"].astype("int64") // settings.ID_BLOCK_SIZE, pa_.int64()
             ),

@@ -20,12 +20,14 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 
+from . import sellers
 from .cells import Cells
 from .errors import PushError
 from .items import typed_items
 from .parse import ParsedPush, Texts, combine, parse_push, payload_from_raw
 from .records import Batch
 from .schemas import RAW, REJECTS, WARNINGS
+from .sellers import DEFAULT_SELLER
 from .summary import push_response
 from .validate import Validation, validate
 from .validate import client_ids as client_ids_of
@@ -47,6 +49,15 @@ class Push:
     strict: bool = False
     #: The payload's content digest, when the payload is on a Dask worker (``staged``).
     content: str | None = None
+    #: The seller whose items these are (``sellers``).
+    seller: str = DEFAULT_SELLER
+
+    @property
+    def claim(self) -> str | None:
+        """The idempotency key as the lake claims it: a key is one seller's, never another's."""
+        if self.idempotency_key is None:
+            return None
+        return sellers.keys([self.idempotency_key], self.seller)[0].as_py()
 
     @cached_property
     def digest(self) -> str:
@@ -78,6 +89,7 @@ class PushRequest:
     source: str | None = None
     idempotency_key: str | None = None
     strict: bool = False
+    seller: str = DEFAULT_SELLER
 
 
 @dataclass
@@ -293,6 +305,7 @@ def raw_rows(
             "idempotency_key": per_item([p.idempotency_key for p in pushes]),
             "strict": pa.array(np.repeat([p.strict for p in pushes], sizes).astype(bool)),
             "operation": pa.nulls(len(ids), pa.string()),  # a push (a delete says "delete")
+            "seller": per_item([p.seller for p in pushes]),
         },
         schema=RAW,
     )
@@ -323,6 +336,7 @@ def _item_rows(
             "codes": list(dict.fromkeys(e["code"] for e in item[key])),
             key: [{**e, "value": json.dumps(e["value"], ensure_ascii=False)} for e in item[key]],
             stamp: push.received_at,
+            "seller": push.seller,
         }
         for push, items in zip(pushes, by_push, strict=True)
         for item in items

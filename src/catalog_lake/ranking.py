@@ -225,8 +225,11 @@ def _group(schema: Any, conditions: dict[str, Any]) -> Any:
             values = value if isinstance(value, (list, tuple)) else [value]
             if not values or not all(isinstance(v, str) for v in values):
                 raise SearchError(f"filter {name!r} takes text, or a list of text (any of)")
-            folded = [folded_value(v) for v in values]
-            query = tantivy.Query.term_set_query(schema, filtered_field(FACETS[name]), folded)
+            if name == "seller":  # a name, matched exactly: ``Acme`` is not ``acme``
+                query = tantivy.Query.term_set_query(schema, FACETS[name], list(values))
+            else:
+                folded = [folded_value(v) for v in values]
+                query = tantivy.Query.term_set_query(schema, filtered_field(FACETS[name]), folded)
         else:
             raise SearchError(f"unknown filter {name!r}; filters: {', '.join([*RANGES, *FACETS])}")
         musts.append((tantivy.Occur.Must, query))
@@ -536,6 +539,7 @@ def _hit(searcher: Any, snippets: Any, address: Any, score: float) -> dict[str, 
         "on_sale": (stored.get("on_sale") or [False])[0],
         "image": (stored.get("image") or [""])[0] or None,
         "categories": list(stored.get("categories") or []),
+        "seller": (stored.get(FACETS["seller"]) or [None])[0],
     }
     snippet = snippets.snippet_from_doc(document)
     hit["snippet"] = snippet.to_html() or ((stored.get("description") or [""])[0][:160])

@@ -436,6 +436,7 @@ def derive_records(items: Batch, now: datetime | None, synonyms: Synonyms) -> Ba
         "variant": items.get("variant"),
         "updated_at": items["updated_at"],
         "id_block": pc.divide(object_id, settings.ID_BLOCK_SIZE),
+        "seller": items.get("seller", pa.string()),
         # The item's push time: the replay guard. ``updated_at`` is where the content
         # last changed, which the upsert keeps when this record changes nothing.
         "received_at": items["updated_at"],

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from .literals import quote
 from .schemas import FILES, RUNS
+from .sellers import DEFAULT_SELLER, sql_filter
 from .sources import DEFAULT_PATTERN, FeedFile, FileResult, discover, is_remote
 from .store import Catalog
 from .summary import SKIP_FAILED, SKIP_UNCHANGED
@@ -44,6 +45,8 @@ class Plan:
     held: frozenset[str] = frozenset()
     #: The latest ``seen_at`` of the source's rows: the next rows are recorded after it.
     last_seen: datetime | None = None
+    #: Whose items the run's files hold: a source is read afresh for each seller.
+    seller: str = DEFAULT_SELLER
 
     def skipped_counts(self) -> dict[str, int]:
         """How many files were skipped for each reason."""
@@ -83,7 +86,11 @@ class Known:
 
 
 def plan(
-    catalog: Catalog, source: str | Path, pattern: str = DEFAULT_PATTERN, force: bool = False
+    catalog: Catalog,
+    source: str | Path,
+    pattern: str = DEFAULT_PATTERN,
+    force: bool = False,
+    seller: str = DEFAULT_SELLER,
 ) -> Plan:
     """Discover feeds and decide which to ingest.
 
@@ -103,7 +110,7 @@ def plan(
         root = str(Path(source).expanduser().resolve())
         if Path(root).is_file():
             root = str(Path(root).parent)
-    known = known_files(catalog, root)
+    known = known_files(catalog, root, seller)
     to_ingest, skipped, reasons = [], [], {}
     for feed in feeds:
         reason = None if force else known.unchanged(feed)
@@ -118,17 +125,26 @@ def plan(
         reasons[path] = reason
     held = frozenset(p for p, (_, status) in known.latest.items() if status == "ingested")
     return Plan(
-        str(uuid.uuid4()), root, to_ingest, skipped, refused, reasons, held, known.last_seen
+        str(uuid.uuid4()),
+        root,
+        to_ingest,
+        skipped,
+        refused,
+        reasons,
+        held,
+        known.last_seen,
+        seller,
     )
 
 
-def known_files(catalog: Catalog, root: str) -> Known:
-    """The ``files`` table's view of ``root``'s paths (``Known``), in a few columnar steps."""
+def known_files(catalog: Catalog, root: str, seller: str = DEFAULT_SELLER) -> Known:
+    """The ``files`` table's view of ``root``'s paths for ``seller`` (``Known``), columnar."""
     if not catalog.lake.exists():  # a dry run before the first ingest
         return Known({}, {})
     rows = catalog.lake.read(
         "files",
-        f'SELECT path, checksum, status, seen_at FROM "files" WHERE source = {quote(root)}',
+        f'SELECT path, checksum, status, seen_at FROM "files" WHERE source = {quote(root)} '
+        f"AND {sql_filter(seller)}",
     ).to_pandas()
     # A source's rows are recorded at increasing times (``_append_files``), so the last
     # row of a path is the one with the latest time.
@@ -175,7 +191,7 @@ def record_removed(
     """
     if not paths:
         return
-    known = known_files(catalog, plan_.source)
+    known = known_files(catalog, plan_.source, plan_.seller)
     _append_files(
         catalog,
         plan_,
@@ -217,6 +233,7 @@ def _append_files(
             "run_id": [plan_.run_id] * rows,
             "flow_run_id": [flow_run_id] * rows,
             "seen_at": [now] * rows,
+            "seller": [plan_.seller] * rows,
         },
         schema=FILES,
     )

@@ -16,6 +16,9 @@ ATTRIBUTE_MAP = pa_.map_(pa_.string(), pa_.string())
 TS = pa_.timestamp("us", tz="UTC")
 MONEY = pa_.decimal128(12, 2)
 STR_LIST = pa_.list_(pa_.string())
+#: The seller an item belongs to (``sellers``): null on rows written before sellers, which
+#: are the default seller's.
+SELLER = pa_.field("seller", pa_.string())
 
 
 def _items_schema() -> pa_.Schema:
@@ -46,6 +49,7 @@ def _items_schema() -> pa_.Schema:
         # stays, so its service id stays reserved; a later push of the id clears both.
         pa_.field("deleted_at", TS),
         pa_.field("deleted_by", pa_.string()),
+        SELLER,
     ]
     return pa_.schema(fields)
 
@@ -86,6 +90,7 @@ RECORDS = pa_.schema(
         # (``blocks.GUARD``). Null on rows written before it existed (their
         # ``updated_at`` was that time).
         pa_.field("received_at", TS),
+        SELLER,
     ]
 )
 
@@ -109,6 +114,7 @@ RAW = pa_.schema(
         # What the request was: null for a push (every row before issue 27), "delete"
         # for a delete request, whose item_json is {"client_item_id": ...}.
         pa_.field("operation", pa_.string()),
+        SELLER,
     ]
 )
 
@@ -129,6 +135,7 @@ REJECTS = pa_.schema(
         pa_.field("codes", STR_LIST),
         pa_.field("errors", pa_.list_(ERROR)),
         pa_.field("rejected_at", TS, nullable=False),
+        SELLER,
     ]
 )
 
@@ -151,6 +158,7 @@ WARNINGS = pa_.schema(
         pa_.field("codes", STR_LIST),
         pa_.field("warnings", pa_.list_(WARNING)),
         pa_.field("warned_at", TS, nullable=False),
+        SELLER,
     ]
 )
 
@@ -169,6 +177,7 @@ PUSHES = pa_.schema(
         pa_.field("payload_sha256", pa_.string()),
         pa_.field("response_json", pa_.string(), nullable=False),
         pa_.field("operation", pa_.string()),  # null: a push; "delete": a delete request
+        SELLER,
     ]
 )
 
@@ -185,6 +194,7 @@ FILES = pa_.schema(
         pa_.field("run_id", pa_.string(), nullable=False),
         pa_.field("flow_run_id", pa_.string()),
         pa_.field("seen_at", TS, nullable=False),
+        SELLER,
     ]
 )
 
@@ -251,10 +261,13 @@ STATS_COLUMNS: dict[str, list[str]] = {
 #: Nullable columns added to a table after its first release: ``Lake.ensure``
 #: adds them to an existing table instead of refusing it.
 ADDED_COLUMNS: dict[str, list[str]] = {
-    "raw": ["source", "flow_run_id", "idempotency_key", "strict", "operation"],
-    "items": ["deleted_at", "deleted_by"],
-    "records": ["received_at"],
-    "pushes": ["operation"],
+    "raw": ["source", "flow_run_id", "idempotency_key", "strict", "operation", "seller"],
+    "items": ["deleted_at", "deleted_by", "seller"],
+    "records": ["received_at", "seller"],
+    "pushes": ["operation", "seller"],
+    "rejects": ["seller"],
+    "warnings": ["seller"],
+    "files": ["seller"],
 }
 #: Columns whose type changed after a release, with the type earlier lakes hold:
 #: ``Lake.ensure`` rewrites such a table once, cast to today's schema (records

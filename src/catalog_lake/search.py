@@ -43,6 +43,7 @@ from .ranking import (
     ranked_page,
     restricted,
 )
+from .sellers import DEFAULT_SELLER, SEPARATOR
 
 #: Bounds on what a query may ask: the text, its words, the page depth.
 MAX_QUERY_CHARS = 256
@@ -60,7 +61,7 @@ MAX_DEPTH = 10_000
 BUSY_WAIT = 60.0
 
 
-_FORMAT = "catalog-lake-search/4"
+_FORMAT = "catalog-lake-search/5"
 
 
 def index_folder(lake: Lake) -> Path:
@@ -328,7 +329,10 @@ def _schema() -> Any:
         builder.add_text_field(name, stored=stored, tokenizer_name="folded", index_option="freq")
     for field in FACETS.values():
         if field.endswith("_kw"):
-            builder.add_text_field(field, fast=True, tokenizer_name="raw")  # counted as sent
+            # counted as sent; a hit shows its seller, a storefront's own or not
+            builder.add_text_field(
+                field, stored=field == FACETS["seller"], fast=True, tokenizer_name="raw"
+            )
             builder.add_text_field(
                 filtered_field(field), tokenizer_name="keyword"
             )  # matched folded
@@ -376,8 +380,10 @@ def _add(writer: Any, records: pa.Table) -> None:
         pl.col(c).fill_null("") for c in SEARCHED if c not in ("categories", "synonyms", "tags")
     ]
     lists = [pl.col(c).fill_null([]) for c in SEARCHED if c in ("categories", "synonyms", "tags")]
+    # A record written before sellers has none: it is the default seller's.
+    empty = {"categories": [], "tags": [], "seller": DEFAULT_SELLER}
     keywords = [
-        pl.col(name).fill_null([] if name in ("categories", "tags") else "").alias(alias)
+        pl.col(name).fill_null(empty.get(name, "")).alias(alias)
         for name, field in FACETS.items()
         if field.endswith("_kw")
         for alias in (field, filtered_field(field))
@@ -393,9 +399,14 @@ def _add(writer: Any, records: pa.Table) -> None:
         *keywords,
         pl.col("image").fill_null(""),
         pl.col("object_id"),
+        # A variant group is one seller's: two sellers' "ATTA" groups are two products.
         pl.when(pl.col("variant_group_id").is_null())
         .then(pl.concat_str(pl.lit("\x00"), pl.col("object_id").cast(pl.String)))
-        .otherwise(pl.col("variant_group_id"))
+        .otherwise(
+            pl.concat_str(
+                pl.col("seller").fill_null(DEFAULT_SELLER), pl.lit(SEPARATOR), "variant_group_id"
+            )
+        )
         .hash(seed=28)
         .alias("group"),
         pl.col("price").fill_null(-1.0),

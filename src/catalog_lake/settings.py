@@ -72,6 +72,10 @@ PLACES = {
     "path": ("CATALOG_LAKE_METRICS_PATH", "catalog_lake_metrics_path"),
 }
 
+#: Where a flow run finds its seller when its ``seller`` parameter names none: the
+#: worker's environment variable, else the Prefect variable (docs/sellers.md).
+SELLER_SETTING = ("CATALOG_LAKE_SELLER", "catalog_lake_seller")
+
 
 def is_stable_place(place: str) -> bool:
     """Whether ``place`` names the same thing from any working folder: absolute, or a URI."""

@@ -42,6 +42,7 @@ from .push import (
 )
 from .records import Synonyms, derive_records
 from .schemas import ITEMS, RECORDS
+from .sellers import DEFAULT_SELLER
 from .sources import (
     PARSE_ITEMS,
     FeedFile,
@@ -131,6 +132,7 @@ class Plan:
     known: np.ndarray
     synonyms: Synonyms
     versions: dict[str, int] | None  # items and records, read at: a block rewrite's
+    seller: str = DEFAULT_SELLER
 
 
 @dataclass
@@ -186,7 +188,15 @@ def write_group(files: CheckedFiles, plan: Plan) -> Written:
     checked = files.checked.unpacked()
     pushes = [
         Push(
-            r.payload, rid, at, 0.0, r.source, plan.flow_run_id, r.idempotency_key, strict=r.strict
+            r.payload,
+            rid,
+            at,
+            0.0,
+            r.source,
+            plan.flow_run_id,
+            r.idempotency_key,
+            strict=r.strict,
+            seller=plan.seller,
         )
         for r, rid, at in zip(files.requests, plan.request_ids, plan.received_at, strict=True)
     ]
@@ -218,11 +228,12 @@ def write_group(files: CheckedFiles, plan: Plan) -> Written:
         received_at.iloc[first].reset_index(drop=True),
         received_at[keep].reset_index(drop=True),
         request_ids[keep].reset_index(drop=True),
+        plan.seller,
     )
     if len(items):
         rows = items.table(ITEMS)
         older = put("items", rows, plan.known)
-        won = pc.invert(pc.is_in(items["client_item_id"], older))
+        won = pc.invert(pc.is_in(items["object_id"], older))
         records = derive_records(items, None, plan.synonyms).table(RECORDS).filter(won)
         put("records", records, plan.known[won.to_numpy(zero_copy_only=False)])
     return Written(tables, plan_responses(pushes, checked, items, failed, warned_))
@@ -240,7 +251,7 @@ class WrittenGroup:
     sizes: np.ndarray
     metadata: dict[str, str]
     written: Written
-    client_ids: pa.Array  # the kept items' keys, as the ids were given
+    keys: pa.Array  # the kept items' keys (``sellers.keys``), as the ids were given
     object_id: np.ndarray  # their ids (``Keys.reserve``)
     redo: bool = False
     journaled: bool = False
@@ -252,7 +263,7 @@ class WrittenGroup:
     def items(self) -> Part:
         """The items' files, with the keys and id blocks they hold."""
         blocks = set((self.object_id // settings.ID_BLOCK_SIZE).tolist())
-        return Part(self.written.table("items"), self.client_ids, blocks)
+        return Part(self.written.table("items"), self.keys, blocks)
 
     def records(self, items: Part, version: int | None) -> Part | None:
         """The records' files: they hold at most the items' keys and blocks."""

@@ -38,7 +38,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import settings
+from . import sellers, settings
 from .claims import conflict, earlier_pushes, idempotent, stored
 from .errors import FenceMoved
 from .keys import Keys
@@ -60,6 +60,7 @@ from .push import (
 )
 from .records import Batch, Synonyms, derive_records
 from .schemas import ITEMS, PUSHES, RECORDS
+from .sellers import DEFAULT_SELLER
 from .summary import DRY_RUN_KEY
 
 #: The tables a group commits, in order; the first three are its journal.
@@ -104,11 +105,11 @@ class Part:
     """
 
     staged: Staged
-    keys: pa.Array
+    keys: pa.Array  # the items' keys (``sellers.keys``)
     blocks: set[int]
     rows: pa.Table | None = None
-    #: Items: the ids' client ids the lake held newer (their records are not written).
-    kept_ids: list[str] = field(default_factory=list)
+    #: Items: the service ids of items the lake held newer (their records are not written).
+    kept_ids: pa.Array = field(default_factory=lambda: pa.array([], pa.int64()))
     #: Items: the items with their ids, where this process derived them.
     batch: Batch | None = None
 
@@ -285,13 +286,11 @@ def live_records(lake: Lake, rows: pa.Table) -> pa.Table:
     """
     if rows.num_rows == 0:
         return rows
-    items = lake.read_blocks(
-        "items", rows["id_block"], ["client_item_id", "updated_at", "deleted_at"]
-    )
+    items = lake.read_blocks("items", rows["id_block"], ["object_id", "updated_at", "deleted_at"])
     pairs = (
-        rows.select(["client_item_id"])
+        rows.select(["object_id"])
         .append_column("_row", pa.array(np.arange(rows.num_rows), pa.int64()))
-        .join(items, "client_item_id", join_type="inner")
+        .join(items, "object_id", join_type="inner")
     )
     stamps = rows["received_at"].take(pairs["_row"])
     current = pc.and_(
@@ -332,6 +331,7 @@ def _store_pushes(
             "idempotency_key": push.idempotency_key,
             "payload_sha256": push.digest,
             "response_json": json.dumps(response, ensure_ascii=False),
+            "seller": push.seller,
         }
         for number, (push, response) in enumerate(zip(pushes, answers, strict=True))
     ]
@@ -364,8 +364,8 @@ def _claimed(
     for number in unclaimed:
         push = pushes[number]
         found = landed.get(f"request:{push.request_id}")
-        if found is None and push.idempotency_key is not None:
-            found = landed.get(f"key:{push.idempotency_key}")
+        if found is None and push.claim is not None:
+            found = landed.get(f"key:{push.claim}")
             if found is not None and found.digest != push.digest:
                 raise conflict(push.idempotency_key, after_write=True)
         if found is None:
@@ -405,7 +405,7 @@ def run(
         responses[number] = response
     for number, push in enumerate(pushes):  # a key repeated within the group
         if responses[number] is None:
-            responses[number] = responses[first_with_key[push.idempotency_key or ""]]
+            responses[number] = responses[first_with_key[push.claim or ""]]
     if replayed is not None:
         done = set(todo)
         replayed[:] = [number not in done for number in range(len(pushes))]
@@ -431,7 +431,9 @@ def dry_run(catalog: Catalog, pushes: list[Push], checked: Checked | None) -> li
         if checked is None:
             checked = check_group(parsed, request_ids, _strict_rows(group, sizes))
         if exists:
-            items = identified(catalog.keys, checked, request_ids, received_at)
+            items = identified(
+                catalog.keys, checked, request_ids, received_at, seller=group[0].seller
+            )
             # A dry run gives no new ids: an item new to the lake answers with null.
             items = items.with_columns(
                 object_id=pc.if_else(
@@ -454,7 +456,7 @@ def dry_run(catalog: Catalog, pushes: list[Push], checked: Checked | None) -> li
             responses[number] = {**answer, DRY_RUN_KEY: True}
     for number, push in enumerate(pushes):
         if responses[number] is None:
-            responses[number] = responses[first_with_key[push.idempotency_key or ""]]
+            responses[number] = responses[first_with_key[push.claim or ""]]
     return [r for r in responses if r is not None]
 
 
@@ -464,8 +466,9 @@ def identified(
     request_ids: pd.Series,
     received_at: pd.Series,
     hold: bool = False,
+    seller: str = DEFAULT_SELLER,
 ) -> Batch:
-    """The kept items of a checked group with their service ids (``hold``: to be written)."""
+    """The kept items of a checked group of ``seller``'s, with their ids (``hold``: to write)."""
     client_ids, keep = checked.client_ids, checked.keep
     passed = checked.checked.passed
     # An item new to the lake was first seen by the first push that sent
@@ -475,7 +478,7 @@ def identified(
         index=passed.index,
     )[passed]
     first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
-    return keys.assign(checked.typed, request_ids[keep], received_at[keep], first, hold)
+    return keys.assign(checked.typed, request_ids[keep], received_at[keep], first, hold, seller)
 
 
 def _write(
@@ -531,6 +534,7 @@ class _Rows:
         if len(pushes) > 1:
             self.metadata["catalog_lake.pushes"] = str(len(pushes))
         self.journaled = first.replay  # a replay's raw rows are the ones it replays
+        self.seller = first.seller  # a group is one seller's (``Catalog.push_many``)
         self.failed = failures(pushes, checked)
         self.warned = warned(pushes, checked)
 
@@ -559,7 +563,9 @@ class _Rows:
     def items(self) -> Part:
         """The items with ids from the key index (new ones held), written as files."""
         lake, keys = self.catalog.lake, self.catalog.keys
-        items = identified(keys, self.checked, self.request_ids, self.received_at, hold=True)
+        items = identified(
+            keys, self.checked, self.request_ids, self.received_at, hold=True, seller=self.seller
+        )
         if not len(items):
             return Part(Staged(), pa.array([], pa.string()), set(), batch=items)
         known = items["known"].to_numpy(zero_copy_only=False)
@@ -567,8 +573,8 @@ class _Rows:
         at = lake.version("items", refresh=False)  # as the index's fence was just read
         staged, counts = lake.staged_upsert("items", rows, known, at)
         blocks = set(rows["id_block"].to_pylist())
-        kept = counts["kept_ids"].to_pylist()
-        return Part(staged, rows["client_item_id"], blocks, kept_ids=kept, batch=items)
+        item_keys = sellers.keys(rows["client_item_id"], self.seller)
+        return Part(staged, item_keys, blocks, kept_ids=counts["kept_ids"], batch=items)
 
     def records(self, items: Part, version: int | None) -> Part | None:
         """The items' records (an item the lake holds newer keeps its own), written as files.
@@ -579,12 +585,12 @@ class _Rows:
         batch = items.batch
         if batch is None or not len(batch):
             return None
-        won = pc.invert(pc.is_in(batch["client_item_id"], pa.array(items.kept_ids, pa.string())))
+        won = pc.invert(pc.is_in(batch["object_id"], items.kept_ids.cast(pa.int64())))
         known = batch["known"].filter(won).to_numpy(zero_copy_only=False)
         rows = derive_records(batch, None, self.catalog.synonyms).table(RECORDS).filter(won)
         staged, _ = self.catalog.lake.staged_upsert("records", rows, known, version)
         blocks = set(rows["id_block"].to_pylist())
-        return Part(staged, rows["client_item_id"], blocks, rows=rows)
+        return Part(staged, sellers.keys(rows["client_item_id"], self.seller), blocks, rows=rows)
 
     def answers(self, items: Part) -> list[dict[str, Any]]:
         """Each push's response."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from .sellers import DEFAULT_SELLER
+
 RESPONSE_KEYS = (
     "catalog_push_request_id",
     "catalog_push_received_product_count",
@@ -215,8 +217,10 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     totals = summary["totals"]
     files = summary["files"]
     dry = " (dry run: nothing was written)" if summary.get(DRY_RUN_KEY) else ""
+    seller = summary.get("seller") or DEFAULT_SELLER
+    whose = "" if seller == DEFAULT_SELLER else f" for seller `{seller}`"
     lines = [
-        f"# Ingest run `{summary['catalog_push_request_id']}`{dry}",
+        f"# Ingest run `{summary['catalog_push_request_id']}`{whose}{dry}",
         "",
         "| received | stored | with warnings | failed | files ingested | files skipped "
         "| files failed | seconds | items/s |",

@@ -84,7 +84,14 @@ class Target:
         return manifest
 
     def claim(
-        self, lake_uri: str, lake_id: str, fmt: str, now: datetime, *, full: bool = False
+        self,
+        lake_uri: str,
+        lake_id: str,
+        fmt: str,
+        now: datetime,
+        *,
+        full: bool = False,
+        seller: str | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """The target's manifest for this lake and format, and whether it is new (written now).
 
@@ -92,8 +99,12 @@ class Target:
         target whose first load failed (files written, no cursor yet) still
         refuses another format. ``full`` starts the target again, in ``fmt``.
 
+        A target is one seller's records, or every seller's (``seller`` None),
+        from its first file on: a sync of another seller into it is refused.
+
         Raises:
-            UsageError: the manifest names another lake, or another format without ``full``.
+            UsageError: the manifest names another lake, another seller, or
+                another format without ``full``.
         """
         manifest = self.manifest()
         if manifest is not None:
@@ -103,6 +114,13 @@ class Target:
                     f"{manifest['lake_id']}), not this one ({lake_uri}, id {lake_id}); sync into "
                     f"another target, or empty this one first if this lake replaces that one",
                     "target",
+                )
+            if manifest.get("seller") != seller:
+                held = manifest.get("seller") or "every seller"
+                raise UsageError(
+                    f"sync target {self.key} holds the records of {held}, not of "
+                    f"{seller or 'every seller'}; sync into another target",
+                    "seller",
                 )
             if manifest.get("format", fmt) == fmt:
                 return manifest, False
@@ -117,6 +135,7 @@ class Target:
             "lake_id": lake_id,
             "format": fmt,
             "created_at": now.isoformat(),
+            **({"seller": seller} if seller is not None else {}),
         }
         text = json.dumps(manifest, indent=2) + "\n"
         self.write(self.join(MANIFEST), lambda out: out.write(text))

@@ -33,10 +33,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from . import sellers
 from .claims import earlier_pushes
 from .errors import FenceMoved, PushError
 from .lake import LAKE_ERRORS
 from .push import Push
+from .sellers import DEFAULT_SELLER
 from .sources import FeedFile
 from .staged import (
     CheckedFiles,
@@ -149,9 +151,16 @@ class Done:
 class Chain:
     """The coordinator's side: groups planned, written on workers and committed in order."""
 
-    def __init__(self, catalog: Catalog, client: Any, strict: bool, flow_run_id: str | None):
+    def __init__(
+        self,
+        catalog: Catalog,
+        client: Any,
+        strict: bool,
+        flow_run_id: str | None,
+        seller: str = DEFAULT_SELLER,
+    ):
         self.catalog, self.client = catalog, client
-        self.strict, self.flow_run_id = strict, flow_run_id
+        self.strict, self.flow_run_id, self.seller = strict, flow_run_id, seller
         self.epoch = 0
         #: The records table's version and fence the next group's records commit at.
         self.records_at: tuple[int | None, int] = (None, 0)
@@ -217,7 +226,8 @@ class Chain:
             epoch = self.epoch
             if not any(g.epoch == epoch for g in self.pending):  # the chain starts here
                 self.records_at = lake.fence("records")  # read before the ids
-            object_id, known = keys.reserve(group.outline.client_ids, group.outline.first)
+            item_keys = sellers.keys(group.outline.client_ids, self.seller)
+            object_id, known = keys.reserve(item_keys, group.outline.first)
             group.object_id = object_id
             versions = None
             if known.any():
@@ -235,6 +245,7 @@ class Chain:
                 known,
                 self.catalog.synonyms,
                 versions,
+                self.seller,
             )
             group.written = self.client.submit(write_group, group.checked, plan, pure=False)
             group.epoch = epoch
@@ -267,6 +278,7 @@ class Chain:
                     request.idempotency_key,
                     strict=request.strict,
                     content=request.digest,
+                    seller=self.seller,
                 )
             )
         return pushes
@@ -300,9 +312,8 @@ class Chain:
         if len(group.pushes) > 1:
             metadata["catalog_lake.pushes"] = str(len(group.pushes))
         sizes = np.array([r.size for r in found.requests], dtype="int64")
-        files = WrittenGroup(
-            group.pushes, sizes, metadata, written, found.client_ids, group.object_id
-        )
+        item_keys = sellers.keys(found.client_ids, self.seller)
+        files = WrittenGroup(group.pushes, sizes, metadata, written, item_keys, group.object_id)
         try:
             committed = commit_group(catalog, files, fence, self.records_at)
         except (FenceMoved, *LAKE_ERRORS, pa.ArrowException, PushError) as exc:

@@ -178,3 +178,38 @@ def test_the_sync_flow_exports_the_changes_since_its_cursor(prefect_server, tmp_
     assert Path(second["file"]).read_text() == '{"delete":{"_id":"1"}}\n'
     (report,) = _artifacts("sync-report")[:1]
     assert '"deletes": 1' in report["data"]
+
+
+def test_one_ingest_deployment_per_seller_keeps_their_items_and_index_apart(
+    prefect_server, tmp_path, monkeypatch
+):
+    """Two sellers' feeds hold the same ids; each has its ingest run and its sync target.
+
+    acme's run names its seller; zeta's comes from the worker, as a source does.
+    """
+    from flows.catalog_flows import ingest, metrics, sync
+
+    lake = str(tmp_path / "lake")
+    for seller in ("acme", "zeta"):
+        shutil.copytree(FEEDS, tmp_path / seller)
+    first = ingest(source=str(tmp_path / "acme"), lake=lake, seller="acme")
+    monkeypatch.setenv("CATALOG_LAKE_SELLER", "zeta")
+    second = ingest(source=str(tmp_path / "zeta"), lake=lake)
+    for summary, seller in ((first, "acme"), (second, "zeta")):
+        assert (summary["seller"], summary["totals"]) == (seller, FEEDS_TOTALS)
+    (artifact,) = _artifacts("ingest-summary")[:1]
+    assert "for seller `zeta`" in artifact["data"]
+    catalog = Catalog(lake)
+    assert catalog.records().groupby("seller").size().to_dict() == {"acme": 14, "zeta": 14}
+
+    (tmp_path / "m.csv").write_text("client_item_id,likes,sales\nGROC-ATTA-5KG,9,3\n")
+    assert metrics(path=str(tmp_path / "m.csv"), lake=lake)["updated"] == 1  # zeta's
+    likes = catalog.records().set_index(["seller", "client_item_id"])["likes"]
+    assert (likes["zeta", "GROC-ATTA-5KG"], likes["acme", "GROC-ATTA-5KG"]) == (9, 0)
+
+    exported = sync(target=str(tmp_path / "acme-index"), lake=lake, seller="acme")
+    assert exported["upserts"] == 14
+
+    state = ingest(source=str(tmp_path / "acme"), lake=lake, seller="acme/eu", return_state=True)
+    assert state.is_failed()
+    assert "seller 'acme/eu' is not a seller's name" in state.message

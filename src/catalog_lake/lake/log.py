@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import settings
+from .. import sellers, settings
 from .files import joined
 
 _BLOCK = re.compile(r"(?:^|/)id_block=(\d+)/")
@@ -83,12 +83,21 @@ def read_since(filesystem, root: str, version: int) -> Since:
 
 
 def keys_added(filesystem, root: str, since: Since) -> pa.Table:
-    """The ``client_item_id``s and ids of the items files the commits added (an items table's)."""
-    columns = ["client_item_id", "object_id"]
-    parts = [
-        pq.read_table(joined(root, path), columns=columns, filesystem=filesystem)
-        for path, _ in since.added
-    ]
+    """The keys and ids of the items (or records) the commits' files added.
+
+    An item's key is its ``client_item_id`` and seller as one text
+    (``sellers.keys``); files written before sellers have no seller column,
+    and hold the default seller's items.
+    """
+    parts = []
+    for path, _ in since.added:
+        with pq.ParquetFile(filesystem.open_input_file(joined(root, path))) as file:
+            names = file.schema_arrow.names
+            wanted = ["client_item_id", "object_id", *(["seller"] if "seller" in names else [])]
+            found = file.read(columns=wanted)
+        parts.append(
+            pa.table({"client_item_id": sellers.row_keys(found), "object_id": found["object_id"]})
+        )
     empty = pa.table({"client_item_id": pa.array([], "string"), "object_id": pa.array([], "int64")})
     table = pa.concat_tables(parts) if parts else empty
     # A block rewritten holds its old keys again: each key once.

@@ -18,6 +18,7 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 
+from .. import sellers
 from ..blocks import blocks_dataset, file_path
 from ..errors import LakeError, UsageError, first_line
 from ..schemas import ADDED_COLUMNS, PARTITIONS, TABLES
@@ -35,6 +36,7 @@ def select(
     order_by: str | None = None,
     limit: int | None = None,
     as_of: int | str | None = None,
+    seller: str | None = None,
 ) -> pa.Table:
     """Rows of one table filtered by one SQL expression, optionally as they were.
 
@@ -46,6 +48,9 @@ def select(
     date-time; a time before the table
     existed, or a version it never had, is refused with what it has.
     ``order_by`` names a column whose text sorts as a number (service ids).
+    ``seller`` keeps one seller's rows; a row written before sellers reads
+    as the default seller's. A column added after the version read
+    (``ADDED_COLUMNS``) reads as nulls.
     """
     _require_arguments(where, columns, limit, as_of)
     schema = TABLES[name]
@@ -60,6 +65,15 @@ def select(
         return schema.empty_table().select(columns)
     version = version_as_of(lake, name, as_of) if as_of is not None else None
     frame = pl.scan_delta(lake.path(name), version=version, storage_options=lake.storage_options)
+    stored = frame.collect_schema()
+    added = [c for c in ADDED_COLUMNS.get(name, ()) if c not in stored]
+    if added:
+        types = pl.from_arrow(schema.empty_table().select(added)).schema
+        frame = frame.with_columns(pl.lit(None, types[c]).alias(c) for c in added)
+    if "seller" in schema.names:  # a row written before sellers is the default seller's
+        frame = frame.with_columns(pl.col("seller").fill_null(sellers.DEFAULT_SELLER))
+    if seller is not None:
+        frame = frame.filter(pl.col("seller") == seller)
     try:
         # Polars may refuse a filter as it is built, not only when it runs: both are one line.
         if where is not None and where.strip():
@@ -229,6 +243,25 @@ def scan(lake: Lake, name: str, columns: list[str]) -> pa.Table:
     return conform(stored, TABLES[name], columns)
 
 
+def lookup_items(lake: Lake, name: str, keys: list[str], columns: list[str]) -> pa.Table:
+    """The rows of items (or records) whose key is one of ``keys``, with a ``key`` column.
+
+    An item's key is its ``client_item_id`` as its seller's (``sellers.keys``):
+    two sellers' items that share a ``client_item_id`` are two rows. A hash
+    join in Arrow, as ``lookup``.
+    """
+    if not keys:
+        empty = TABLES[name].empty_table().select(columns)
+        return empty.append_column("key", pa.array([], "string"))
+    scanned = list(dict.fromkeys(["client_item_id", "seller", *columns]))
+    stored = scan(lake, name, scanned)
+    rows = pa.table(
+        {"key": sellers.row_keys(stored), "_row": pa.array(range(stored.num_rows), pa.int64())}
+    )
+    found = rows.join(pa.table({"key": pa.array(keys, pa.string())}), "key", join_type="inner")
+    return stored.take(found["_row"]).select(columns).append_column("key", found["key"])
+
+
 def lookup(lake: Lake, name: str, key: str, values: list[str], columns: list[str]) -> pa.Table:
     """Rows whose ``key`` is one of ``values``, as a hash join in Arrow.
 
@@ -284,7 +317,8 @@ def blocks_scan(
         paths = [file_path(root, p) for p, b in files.items() if b in touched]
         rows = TABLES[name].empty_table().select([*columns, "id_block"])
         if paths:
-            found = blocks_dataset(paths, root).to_table(columns=[*columns, "id_block"])
+            added = [TABLES[name].field(c) for c in ADDED_COLUMNS.get(name, ())]
+            found = blocks_dataset(paths, root, added).to_table(columns=[*columns, "id_block"])
             rows = conform(found, TABLES[name], [*columns, "id_block"])
     except (*STORE_ERRORS, KeyError, pa.ArrowException) as exc:
         raise LakeError(f"cannot read {name!r} in {lake.uri}: {exc}") from exc

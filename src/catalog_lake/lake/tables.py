@@ -372,13 +372,23 @@ class Lake(Writes, Upserts):
     def read(self, name: str, sql: str | None = None) -> pa.Table:
         """Rows of a table as Arrow with its declared schema; ``sql`` may filter.
 
-        ``sql`` is a whole SELECT over a table registered under ``name``.
+        ``sql`` is a whole SELECT over a table registered under ``name``. A
+        column added since the table was written (``ADDED_COLUMNS``; the
+        first write adds it) reads as null, in ``sql`` too: an older lake is
+        read as it is, and a reader never writes.
         """
         table = self.delta(name)
         if table is None:
             self.require()  # no lake at all: say so rather than read nothing
             return TABLES[name].empty_table()
-        reader = QueryBuilder().register(name, table).execute(sql or f'SELECT * FROM "{name}"')
+        query = sql or f'SELECT * FROM "{name}"'
+        stored = set(layout.stored_schema(table).names)
+        missing = [field for field in TABLES[name] if field.name not in stored]
+        registered = f"{name}__stored" if missing else name
+        if missing:
+            nulls = ", ".join(f'{_null_of(f.type)} AS "{f.name}"' for f in missing)
+            query = f'WITH "{name}" AS (SELECT *, {nulls} FROM "{registered}") {query}'
+        reader = QueryBuilder().register(registered, table).execute(query)
         result = pa.RecordBatchReader.from_stream(reader).read_all()
         if sql is None:
             return layout.conform(result, TABLES[name])
@@ -422,3 +432,8 @@ class Lake(Writes, Upserts):
         """
         table = self.delta(name) if refresh or name not in self._tables else self._tables[name]
         return None if table is None else table.version()
+
+
+def _null_of(kind: pa.DataType) -> str:
+    """SQL for a null of ``kind``: typed for text, whose comparisons must plan."""
+    return "CAST(NULL AS VARCHAR)" if kind == pa.string() else "NULL"

@@ -1,4 +1,4 @@
-"""What an upsert by ``client_item_id`` decides, apart from how Delta writes it.
+"""What an upsert by service id decides, apart from how Delta writes it.
 
 ``Lake`` takes these methods (``class Lake(Writes, Upserts)``): an upsert
 appends when none of its rows is stored yet and otherwise folds them into
@@ -66,7 +66,7 @@ class Upserts:
         known: Any = None,
         fence: int | None = None,
     ) -> dict[str, Any]:
-        """Insert new ``client_item_id`` rows and replace older versions of known ones.
+        """Insert new items' rows and replace older versions of known ones.
 
         ``known`` marks the rows whose id was found in the table just before
         (with ``fence`` read with it, nobody can have added them since
@@ -89,12 +89,12 @@ class Upserts:
                 "inserted": data.num_rows,
                 "updated": 0,
                 "kept": 0,
-                "kept_ids": pa.array([], pa.string()),
+                "kept_ids": pa.array([], pa.int64()),
             }
         if PARTITIONS.get(name) != ["id_block"]:
             raise LakeError(f"table {name!r} is not kept in id blocks; it cannot be upserted")
-        if pc.count_distinct(data["client_item_id"]).as_py() != data.num_rows:
-            raise LakeError(f"an upsert into {name!r} holds one client_item_id twice")
+        if pc.count_distinct(data["object_id"]).as_py() != data.num_rows:
+            raise LakeError(f"an upsert into {name!r} holds one item twice")
         return self._rewrite_blocks(name, data, metadata, fence)
 
     def upsert_fenced(
@@ -146,13 +146,13 @@ class Upserts:
         costs a commit, not the encoding (``store``, ``staged``).
         """
         data = data.cast(TABLES[name])
-        counts: dict[str, Any] = {"kept_ids": pa.array([], pa.string())}
+        counts: dict[str, Any] = {"kept_ids": pa.array([], pa.int64())}
         staged = Staged()
         if data.num_rows == 0:
             return staged, counts
         if known is not None and np.asarray(known, dtype=bool).any():
-            if pc.count_distinct(data["client_item_id"]).as_py() != data.num_rows:
-                raise LakeError(f"an upsert into {name!r} holds one client_item_id twice")
+            if pc.count_distinct(data["object_id"]).as_py() != data.num_rows:
+                raise LakeError(f"an upsert into {name!r} holds one item twice")
             stored, staged.removes = self.blocks_at(name, data["id_block"], version)
             staged.read_version = version
             data, counts = upserted(stored, data, name)
