@@ -201,6 +201,7 @@ SLOW_FILES = {
     "test_verdicts_stand_alone.py",
     "test_schedules.py",
     "test_ingest_flow.py",
+    "test_service_server.py",
 }
 #: Single tests as slow, in files that are otherwise quick.
 SLOW_TESTS = {
@@ -213,6 +214,7 @@ SLOW_TESTS = {
     "test_the_round_trip_holds_on_an_s3_lake",
     "test_concurrent_writers_changes_still_round_trip",
     "test_readme_shell_session_prints_what_it_shows",
+    "test_the_service_pages_session_answers_what_it_shows",
 }
 
 

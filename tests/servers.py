@@ -248,3 +248,39 @@ def prefect_server(home: Path, timeout: float = 180.0) -> Iterator[dict[str, str
 def prefect_binary() -> str:
     """The ``prefect`` command installed beside this Python."""
     return str(Path(sys.executable).with_name("prefect"))
+
+
+@contextmanager
+def catalog_server(lake: Path | str, *options: str, timeout: float = 60.0) -> Iterator[dict]:
+    """A real ``catalog-lake serve`` process on a free loopback port, until the block ends.
+
+    Yields ``{"url", "process", "port"}``; the process is the command as a user
+    runs it (``process.kill()`` is a SIGKILL).
+    """
+    (port,) = _free_ports(1)
+    binary = str(Path(sys.executable).with_name("catalog-lake"))
+    command = [binary, "serve", "--lake", str(lake), "--port", str(port), *options]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"catalog-lake serve exited with {process.returncode}: "
+                    f"{process.stderr.read().decode(errors='replace')}"
+                )
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=2):  # noqa: S310
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"catalog-lake serve not up within {timeout:.0f} s"
+                    ) from None
+                time.sleep(0.1)
+        yield {"url": url, "process": process, "port": port}
+    finally:
+        if process.poll() is None:
+            _stop(process, grace=15)
+        process.stderr.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,8 @@ def _sessions() -> list[list[tuple[str, str]]]:
 
 def _matches(expected: str, actual: str) -> bool:
     """``actual`` is ``expected``, where a line ``...`` stands for any lines."""
+    if expected == "...":
+        return True
     parts = [re.escape(part) for part in _normalized(expected).split("\n...\n")]
     pattern = r"(?:.*\n)*?".join(
         p if i == len(parts) - 1 else p + r"\n" for i, p in enumerate(parts)
@@ -198,3 +201,69 @@ def test_every_section_the_code_points_to_is_a_heading_of_that_document():
         assert any(h == name or h.startswith(f"{name} (") for h in headings), (
             f"{source} points to {document}, {name!r}: no such heading"
         )
+
+
+# --- docs/service.md's session, against a real server -------------------------------------
+
+
+def _service_session() -> list[tuple[str, str]]:
+    """docs/service.md's first console block: [(command, expected output)]."""
+    text = (ROOT / "docs" / "service.md").read_text()
+    block = re.search(r"```console\n(.*?)```", text, re.S).group(1)
+    steps: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        else:
+            steps[-1][1].append(line)
+    return [(command, "\n".join(lines)) for command, lines in steps]
+
+
+def test_the_service_pages_session_answers_what_it_shows(tmp_path):
+    """Each step in bash, as a user types it: the key in $KEY, the server in the background."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.servers import _free_ports, _stop
+
+    shutil.copytree(ROOT / "data", tmp_path / "data")
+    (port,) = _free_ports(1)
+    env = {k: v for k, v in os.environ.items() if k != "CATALOG_LAKE_URI"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    server = None
+    try:
+        for command, expected in _service_session():
+            command = command.replace("8080", str(port))
+            if command.startswith("KEY=$("):
+                inner = command.removeprefix("KEY=$(").removesuffix(")")
+                made = subprocess.run(["bash", "-c", inner], cwd=tmp_path, env=env,
+                                      capture_output=True, text=True, timeout=120)  # fmt: skip
+                assert made.returncode == 0, made.stderr
+                env["KEY"] = made.stdout.strip()
+                assert _matches(expected, made.stderr), f"$ {command}\n{made.stderr}"
+            elif command.endswith(" &"):
+                server = subprocess.Popen(["bash", "-c", f"exec {command.removesuffix(' &')}"],
+                                          cwd=tmp_path, env=env, stderr=subprocess.PIPE,
+                                          text=True)  # fmt: skip
+                shown = server.stderr.readline()
+                shown = shown.replace(f":{port}", ":8080")
+                assert _matches(expected, shown), shown
+                for _ in range(300):
+                    try:
+                        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)  # noqa: S310
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+            else:
+                done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, timeout=120)  # fmt: skip
+                shown = done.stdout.replace(f":{port}", ":8080")
+                assert _matches(expected, shown), f"$ {command}\n{shown}"
+    finally:
+        if server is not None:
+            _stop(server, grace=15)
+            server.stderr.close()

@@ -20,7 +20,7 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError
 from typer.core import TyperGroup
 
-from . import cli_search, cli_tables
+from . import cli_search, cli_service, cli_tables
 from .cli_options import (
     AlwaysJson,
     JsonOption,
@@ -607,6 +607,8 @@ def main() -> None:
 
 app.add_typer(cli_tables.app)
 app.add_typer(cli_search.app)
+app.add_typer(cli_service.app)
+app.add_typer(cli_service.keys_app)
 
 
 if __name__ == "__main__":

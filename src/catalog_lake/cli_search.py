@@ -307,21 +307,21 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search the records as a storefront would: ranked hits, facets, one per variant group."""
-    filters: dict[str, object] = {}
-    if on_sale:
-        filters["on_sale"] = True
-    if in_stock:
-        filters["in_stock"] = True
-    for name, value in (("price", price), ("inventory", inventory)):
-        if value is not None:
-            filters[name] = value
-    for name, values in (("categories", category), ("tags", tag), ("brand", brand)):
-        if values:
-            filters[name] = list(values)
+    from .search import storefront_filters
+
+    filters = storefront_filters(
+        on_sale=on_sale,
+        in_stock=in_stock,
+        price=price,
+        inventory=inventory,
+        categories=category,
+        tags=tag,
+        brands=brand,
+    )
     catalog = open_catalog(lake, storage_option)
     found = catalog.search(
         query,
-        filters=filters or None,
+        filters=filters,
         facets=list(facet or []),
         page=page,
         hits_per_page=hits_per_page,

@@ -223,6 +223,21 @@ CURSORS = pa_.schema(
     ]
 )
 
+#: The service's keys (``access``): only a key's SHA-256 is kept, never the key. Append-only;
+#: a key's rows are its creation and, once revoked, its revocation.
+ACCESS_KEYS = pa_.schema(
+    [
+        pa_.field("key_id", pa_.string(), nullable=False),
+        pa_.field("seller", pa_.string(), nullable=False),
+        pa_.field("actions", STR_LIST, nullable=False),
+        pa_.field("key_sha256", pa_.string(), nullable=False),
+        pa_.field("created_at", TS, nullable=False),
+        pa_.field("expires_at", TS),
+        pa_.field("revoked_at", TS),
+        pa_.field("note", pa_.string()),
+    ]
+)
+
 TABLES: dict[str, pa_.Schema] = {
     "raw": RAW,
     "items": ITEMS,
@@ -233,6 +248,7 @@ TABLES: dict[str, pa_.Schema] = {
     "files": FILES,
     "runs": RUNS,
     "cursors": CURSORS,
+    "access_keys": ACCESS_KEYS,
 }
 #: Partition columns per table. raw grows forever, so it is split by day;
 #: items and records by blocks of service ids, so that an update rewrites

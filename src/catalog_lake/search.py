@@ -64,6 +64,36 @@ BUSY_WAIT = 60.0
 _FORMAT = "catalog-lake-search/5"
 
 
+def storefront_filters(
+    *,
+    on_sale: bool = False,
+    in_stock: bool = False,
+    price: str | None = None,
+    inventory: str | None = None,
+    categories: list[str] | None = None,
+    tags: list[str] | None = None,
+    brands: list[str] | None = None,
+) -> dict[str, Any] | None:
+    """The filters a storefront's search asks for, as ``Catalog.search`` takes them.
+
+    One reading for ``catalog-lake search``'s options and the service's query
+    parameters alike: ``price`` and ``inventory`` are ``LOW..HIGH`` ranges, a
+    list means any of its values, and no condition at all is None.
+    """
+    filters: dict[str, Any] = {}
+    if on_sale:
+        filters["on_sale"] = True
+    if in_stock:
+        filters["in_stock"] = True
+    for name, value in (("price", price), ("inventory", inventory)):
+        if value is not None:
+            filters[name] = value
+    for name, values in (("categories", categories), ("tags", tags), ("brand", brands)):
+        if values:
+            filters[name] = list(values)
+    return filters or None
+
+
 def index_folder(lake: Lake) -> Path:
     """Where a lake's search index lives (``$CATALOG_LAKE_SEARCH_DIR`` overrides the root).
 

@@ -37,6 +37,7 @@ def select(
     limit: int | None = None,
     as_of: int | str | None = None,
     seller: str | None = None,
+    equals: dict[str, str] | None = None,
 ) -> pa.Table:
     """Rows of one table filtered by one SQL expression, optionally as they were.
 
@@ -50,7 +51,9 @@ def select(
     ``order_by`` names a column whose text sorts as a number (service ids).
     ``seller`` keeps one seller's rows; a row written before sellers reads
     as the default seller's. A column added after the version read
-    (``ADDED_COLUMNS``) reads as nulls.
+    (``ADDED_COLUMNS``) reads as nulls. ``equals`` keeps the rows whose
+    columns hold exactly these values, given by a caller (the service's one
+    item), never parsed as SQL.
     """
     _require_arguments(where, columns, limit, as_of)
     schema = TABLES[name]
@@ -74,6 +77,8 @@ def select(
         frame = frame.with_columns(pl.col("seller").fill_null(sellers.DEFAULT_SELLER))
     if seller is not None:
         frame = frame.filter(pl.col("seller") == seller)
+    for column, value in (equals or {}).items():
+        frame = frame.filter(pl.col(column) == pl.lit(value, pl.String))
     try:
         # Polars may refuse a filter as it is built, not only when it runs: both are one line.
         if where is not None and where.strip():
