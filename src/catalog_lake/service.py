@@ -390,7 +390,6 @@ def create_app(
         tags=["items"],
     )
     async def delete(
-        request: Request,
         body: DeleteBody,
         key: Deleting,
         idempotency_key: IdempotencyKey = None,
@@ -405,7 +404,8 @@ def create_app(
             )
         try:
             answer = await lane.run(
-                catalog.delete,
+                _delete,
+                catalog,
                 body.ids,
                 idempotency_key=idempotency_key,
                 dry_run=dry_run,
@@ -414,12 +414,8 @@ def create_app(
             )
         except PushError as exc:
             raise _push_refusal(exc) from None
-        except NoLakeError:
-            raise ServiceError(404, "not_found", "this seller has no items") from None
         except LakeError as exc:
-            if "has no items" in str(exc):
-                raise ServiceError(404, "not_found", "this seller has no items") from None
-            raise ServiceError(503, "lake_unavailable", str(exc)) from None
+            raise ServiceError(503, "lake_unavailable", first_line(exc)) from None
         except CatalogLakeError as exc:
             raise ServiceError(422, "invalid_request", str(exc)) from None
         return _json(answer)
@@ -572,6 +568,13 @@ def _guarded(call: Callable[[], Any]) -> Any:
         return None
     except CatalogLakeError as exc:
         raise ServiceError(503, "lake_unavailable", first_line(exc)) from None
+
+
+def _delete(catalog: Catalog, ids: list[str], *, seller: str, **asked: Any) -> dict[str, Any]:
+    """``Catalog.delete`` for the key's seller; a seller with no items at all is 404."""
+    if not catalog.has_seller(seller):  # nothing of anyone's is read or deleted
+        raise ServiceError(404, "not_found", "this seller has no items")
+    return catalog.delete(ids, seller=seller, **asked)
 
 
 def _record(catalog: Catalog, client_item_id: str, seller: str) -> dict[str, Any] | None:
