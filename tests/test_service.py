@@ -151,6 +151,13 @@ def test_healthz_needs_no_key_and_everything_else_does(service):
             assert answer.json()["error"]["code"] == "unauthorized"
 
 
+def test_a_caller_without_a_key_learns_nothing_of_its_body(service):
+    with service.client() as client:
+        for path in ("/v1/push", "/v1/delete"):
+            answer = client.post(path, content=b"{not json", headers={"Content-Type": "x"})
+            assert answer.status_code == 401, path
+
+
 @pytest.mark.parametrize(
     "header",
     [

@@ -36,7 +36,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from limits import parse as parse_rate
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import __version__, access
@@ -206,6 +206,15 @@ def _refusal(status: int, code: str, message: str, headers: dict[str, str] | Non
     return _json({"error": {"code": code, "message": message}}, status, headers)
 
 
+def _problems(errors: Any, within: str = "") -> str:
+    """Pydantic's errors as one line: where, and what, for the first three."""
+    problems = []
+    for error in list(errors)[:3]:
+        where = ".".join(str(part) for part in (within, *error.get("loc", ())) if part != "")
+        problems.append(f"{where or 'request'}: {error.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"
+
+
 def _max_hits() -> int:
     from .search import MAX_HITS_PER_PAGE
 
@@ -310,11 +319,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> Response:
-        problems = []
-        for error in exc.errors()[:3]:
-            where = ".".join(str(part) for part in error.get("loc", ()))
-            problems.append(f"{where}: {error.get('msg', 'invalid')}")
-        return _refusal(422, "invalid_request", "; ".join(problems) or "invalid request")
+        return _refusal(422, "invalid_request", _problems(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
@@ -387,15 +392,26 @@ def create_app(
         "/v1/delete",
         response_model=DeleteAnswer,
         responses=_errors(400, 401, 403, 404, 409, 413, 422, 429, 503),
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": DeleteBody.model_json_schema()}},
+            }
+        },
         tags=["items"],
     )
     async def delete(
-        body: DeleteBody,
+        request: Request,
         key: Deleting,
         idempotency_key: IdempotencyKey = None,
         dry_run: bool = False,
     ) -> Response:
         """Delete the key's seller's items by ``client_item_id``: the delete answer."""
+        # Read after the key is checked, as a push's: no caller without a key learns more.
+        try:
+            body = DeleteBody.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise ServiceError(422, "invalid_request", _problems(exc.errors(), "body")) from None
         if len(body.ids) > limits.max_items_per_push:
             raise ServiceError(
                 413,
