@@ -203,3 +203,35 @@ def test_a_cli_writer_beside_the_server_keeps_its_items_and_the_servers(tmp_path
     assert (records["seller"] == "acme").sum() == 80
     assert (records["seller"] == "zeta").sum() == 14  # every good item of data/feeds
     assert records["object_id"].is_unique
+
+
+def test_a_server_killed_between_a_pushs_commits_finishes_it_at_start(tmp_path):
+    """SIGKILL the moment the push's raw rows are committed, before its ``pushes`` row."""
+    lake = tmp_path / "lake"
+    key = key_for(lake, "acme")
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "batch-2"}
+    payload = feed("W", 3_000)
+    landed = lake / "raw" / "_delta_log" / f"{1:020d}.json"  # the push's raw commit
+    with catalog_server(lake) as server:
+        sent = threading.Thread(
+            target=lambda url=server["url"]: _post_quietly(url, payload, headers)
+        )
+        sent.start()
+        deadline = time.monotonic() + 120
+        while not landed.exists():
+            assert time.monotonic() < deadline, "the push never reached the raw table"
+            time.sleep(0.001)
+        server["process"].kill()
+        server["process"].wait()
+        sent.join()
+    catalog = Catalog(lake)
+    assert len(catalog.interrupted()) == 1  # raw rows without their pushes row
+    with catalog_server(lake) as server:  # the start repairs it
+        assert Catalog(lake).interrupted() == []
+        retried = httpx.post(f"{server['url']}/v1/push", json=payload, headers=headers, timeout=120)
+    assert retried.status_code == 200, retried.text
+    records = Catalog(lake).records()
+    assert len(records) == 3_000 and records["object_id"].is_unique
+    pushes = Catalog(lake).pushes()
+    assert (pushes["idempotency_key"] == "batch-2").sum() == 1  # the repaired push, answered
+    assert retried.json()["catalog_push_request_id"] in set(pushes["request_id"])
