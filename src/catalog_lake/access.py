@@ -19,7 +19,7 @@ import hmac
 import re
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -136,7 +136,7 @@ def revoke(lake: Lake, key_id: str, *, now: datetime) -> AccessKey:
         raise LakeError(f"no key {key_id} in {lake.uri}; nothing was revoked")
     if found.revoked_at is not None:
         return found
-    revoked = AccessKey(**{**found.__dict__, "revoked_at": now})
+    revoked = replace(found, revoked_at=now)
     _append(lake, revoked, "keys revoke")
     return revoked
 
@@ -189,7 +189,7 @@ class Keyring:
 
 
 def _append(lake: Lake, key: AccessKey, operation: str) -> None:
-    row = {**key.__dict__, "actions": sorted(key.actions)}
+    row = {**asdict(key), "actions": sorted(key.actions)}
     table = pa.Table.from_pylist([row], schema=ACCESS_KEYS)
     try:
         lake.append("access_keys", table, {"catalog_lake.operation": operation})
