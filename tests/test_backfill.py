@@ -8,9 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from catalog_lake import Catalog
+from catalog_lake import Catalog, PushError, check
 from catalog_lake.backfill import backfill
+from catalog_lake.lake import Lake
 from tests.conftest import make_item
+from tests.test_repair import CrashingLake
 
 #: Prices, windows and ages follow the clock: `make test` runs these a year ahead too.
 pytestmark = pytest.mark.clock
@@ -120,3 +122,38 @@ def test_duplicates_are_judged_within_each_push(tmp_path, clock):
     assert report["records_unchanged"] == 1
     backfill(catalog)
     assert catalog.records()["product_name"].tolist() == ["two"]
+
+
+class BackfilledUnder(Lake):
+    """A real lake whose first items commit waits while a backfill runs (the race, made certain)."""
+
+    def __init__(self, uri, clock) -> None:
+        super().__init__(uri)
+        self.clock, self.raced = clock, False
+
+    def commit_files(self, name, staged, metadata, *, fence=None, claim=None):
+        if name == "items" and not self.raced:
+            self.raced = True
+            backfill(Catalog(self.uri, clock=self.clock) if self.clock else Catalog(self.uri))
+        return super().commit_files(name, staged, metadata, fence=fence, claim=claim)
+
+
+def test_an_item_a_backfill_stores_takes_an_id_no_writer_is_given_again(tmp_path, clock):
+    # A push that died after its raw commit leaves items a backfill is the first to store.
+    lake = tmp_path / "lake"
+    Catalog(lake, clock=clock).push({"items": [make_item(client_item_id="a")]})
+    dying = Catalog(lake, clock=clock)
+    dying.lake = CrashingLake(dying.lake.uri, fail_on="items")
+    with pytest.raises(PushError):
+        dying.push({"items": [make_item(client_item_id="b")]})
+    # A writer counts an id for its new item; a backfill stores "b" before the writer commits.
+    writer = Catalog(lake, clock=clock)
+    writer.lake = BackfilledUnder(writer.lake.uri, clock)
+    response = writer.push({"items": [make_item(client_item_id="c")]})
+    items = Catalog(lake).items().set_index("client_item_id")["object_id"]
+    assert sorted(items.index) == ["a", "b", "c"]
+    assert items.is_unique, items.to_dict()
+    assert response["items"] == [{"c": str(items["c"])}]
+    assert Catalog(lake).lake.id_counter() >= items.max()
+    Catalog(lake).repair()  # the push that died gets its response row
+    assert check(Catalog(lake), derive=False)["ok"]

@@ -170,3 +170,31 @@ def test_an_ingest_after_a_killed_one_does_not_push_its_batches_twice(tmp_path, 
     assert summary["totals"]["already_stored"] == 3
     assert len(catalog.pushes()) == 1 and len(catalog.raw()) == 3
     assert check(catalog)["ok"]
+
+
+def test_repair_moves_the_id_counter_past_an_id_a_backfill_stored_under_it(tmp_path, clock):
+    # What a backfill before 2026-12-05 left behind: an item new to the lake stored under a
+    # stand-in id that the counter never gave (a dry run's), which a writer could be given again.
+    import pandas as pd
+
+    from catalog_lake.parse import parse_push
+    from catalog_lake.schemas import ITEMS, RECORDS
+
+    catalog = Catalog(tmp_path / "lake", clock=clock)
+    catalog.push({"items": [make_item(client_item_id="a")]})
+    derived = catalog.derive(
+        parse_push({"items": [make_item(client_item_id="b")]}),
+        request_ids=pd.Series(["an-old-backfill"]),
+        received_at=pd.Series([clock.now]),
+    )
+    catalog.lake.upsert("items", derived.items.table(ITEMS), known=[False])
+    catalog.lake.upsert("records", derived.records.table(RECORDS), known=[False])
+    behind = "a service id above the lake's id counter (a writer could be given it again); "
+    behind += "run `catalog-lake repair`"
+    found = {v["rule"]: v["examples"] for v in check(Catalog(tmp_path / "lake"))["violations"]}
+    assert found[behind] == [2]
+    assert Catalog(tmp_path / "lake").repair() == [{"repaired": "id_counter", "counter": "2"}]
+    assert behind not in {v["rule"] for v in check(Catalog(tmp_path / "lake"))["violations"]}
+    assert Catalog(tmp_path / "lake").repair() == []  # once
+    response = Catalog(tmp_path / "lake").push({"items": [make_item(client_item_id="c")]})
+    assert response["items"] == [{"c": "3"}]

@@ -128,6 +128,7 @@ def backfill(
                     price_time=price_time,
                     strict=strict_of(rows.get("strict", pd.Series([None] * len(rows))).tolist()),
                     seller=owner,
+                    hold=not dry_run,
                 )
                 live = ~deleted_since(catalog, derived.items.table(ITEMS))
                 records = derived.records.table(RECORDS).filter(live)

@@ -282,6 +282,7 @@ class Catalog:
         checked: Checked | None = None,
         strict: bool | np.ndarray = True,
         seller: str = DEFAULT_SELLER,
+        hold: bool = False,
     ) -> Derived:
         """Validate items and derive their typed rows and records, writing nothing.
 
@@ -293,10 +294,15 @@ class Catalog:
         item's own ``received_at`` when it is None (what a push does).
         ``checked`` is ``check_group`` of these pushes, when already computed.
         ``strict`` is each item's push's strictness (``push.strict_of``).
+        ``hold``: the caller stores the items (a backfill), so an item new to
+        the lake takes an id held from the lake's counter, never a stand-in
+        that another writer could be given too (``Keys.assign``).
         """
         if checked is None:
             checked = check_group(parsed, request_ids, strict)
-        items = store.identified(self.keys, checked, request_ids, received_at, seller=seller)
+        items = store.identified(
+            self.keys, checked, request_ids, received_at, seller=seller, held=hold
+        )
         records = derive_records(items, price_time, self.synonyms)
         return Derived(checked.checked, checked.client_ids, items, records)
 
@@ -340,6 +346,8 @@ class Catalog:
         A metrics run killed between its two commits is finished too: records
         take the likes and sales their items hold (``metrics.resync_records``),
         reported as one ``{"repaired": "metrics", ...}`` entry after the pushes.
+        An id counter behind a stored id is moved past it (``Keys.catch_up``),
+        reported as ``{"repaired": "id_counter", "counter": "<id>"}``.
         That compares two whole columns of both tables; ``metrics=False`` (an
         ingest finishing what a killed run left) skips it.
 
@@ -388,6 +396,9 @@ class Catalog:
                 seller=first.get("seller") or DEFAULT_SELLER,
             )
             responses.append(store.run(self, [replay])[0])
+        moved = self.keys.catch_up()
+        if moved is not None:
+            responses.append({"repaired": "id_counter", "counter": str(moved)})
         from .metrics import resync_records
 
         if metrics and self.lake.version("records") is not None:

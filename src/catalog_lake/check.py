@@ -5,8 +5,9 @@
    row belongs to a stored item, once.
 2. Each ``client_item_id`` has one row in ``items``, and one in ``records``
    unless it was deleted (issue 27: a deleted item has no record), and one
-   service id for its whole life; no two ids are equal. The key snapshot a
-   new process starts from agrees with ``items``.
+   service id for its whole life; no two ids are equal, and none is above
+   the id counter new ids come from. The key snapshot a new process starts
+   from agrees with ``items``.
 3. Records equal what a backfill from ``raw`` would derive.
 4. The ``pushes`` table agrees with the responses that were returned.
 5. Nothing invalid is stored: every image is an http(s) URL and every duration
@@ -188,6 +189,13 @@ def one_row_per_item(t: Tables) -> Iterator[Found]:
         2,
         "a service id is used by more than one client_item_id",
         sorted(set(ids[ids.duplicated()].tolist())),
+    )
+    counter = t.catalog.lake.id_counter()  # 0: a lake from before the counter, never moved yet
+    yield Found(
+        2,
+        "a service id above the lake's id counter (a writer could be given it again); "
+        "run `catalog-lake repair`",
+        sorted(ids[ids > counter].tolist()) if counter else [],
     )
     joined = t.items.merge(
         t.records,

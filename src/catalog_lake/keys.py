@@ -104,17 +104,24 @@ class Keys:
         first: pd.DataFrame,
         hold: bool = False,
         seller: str = DEFAULT_SELLER,
+        held: bool = False,
     ) -> Batch:
         """Give every item of ``seller`` its service id: the stored one, or a new one.
 
         ``hold``: new ids come from the lake's id counter (``_fresh``), for a
-        write; without it (a dry run, ``Catalog.derive``) a new item gets a
-        stand-in after the largest stored id, which nothing stores. Only ids
-        are looked up: an update leaves ``first_seen_at``, ``likes`` and
-        ``sales`` as stored (``blocks.KEPT_ON_UPDATE``).
+        write whose items commit carries ``claim``; ``held``: they are held
+        from it in a commit of their own first, for a write whose commit
+        cannot (a backfill's upsert). With neither (a dry run), a new item
+        gets a stand-in after the largest stored id, which nothing may
+        store: the counter never gave it, so a writer would be given it
+        again. Only ids are looked up: an update leaves ``first_seen_at``,
+        ``likes`` and ``sales`` as stored (``blocks.KEPT_ON_UPDATE``).
         """
         index = self.index()
-        fresh = partial(self._fresh, floor=index.max_id) if hold else _after(index.max_id)
+        if hold or held:
+            fresh = partial(self._fresh, floor=index.max_id, hold=held)
+        else:
+            fresh = _after(index.max_id)
         positions = first["position"].to_numpy()
         keys = sellers.keys(items["client_item_id"], seller)
         object_id, new = _ids(index, keys, positions, fresh)
@@ -195,6 +202,27 @@ class Keys:
                 top = max(base, floor)
                 self.lake.commit_files("items", Staged(), None, claim=(base, top + count))
                 return top + 1
+        raise AssertionError("unreachable: the last lost race is raised")
+
+    def catch_up(self) -> int | None:
+        """Move the id counter past every stored id; the id it moved to, None if it was not behind.
+
+        A backfill before 2026-12-05 stored an item new to the lake (one
+        whose push died after its raw commit) under a stand-in id the
+        counter never gave, which a writer counting from the counter could
+        be given again (``catalog-lake check``: "a service id above the
+        lake's id counter"). A lake whose counter never moved (0, from
+        before the counter) is left as it is: its writers count from the
+        largest stored id.
+        """
+        top = self.index().max_id
+        for attempt in races():
+            with attempt:
+                base = self.lake.id_counter()
+                if not base or top <= base:
+                    return None
+                self.lake.commit_files("items", Staged(), None, claim=(base, top))
+                return top
         raise AssertionError("unreachable: the last lost race is raised")
 
     def absorb(self, since: Since, fence: int, keys: pa.Array, blocks: set[int]) -> bool:

@@ -467,8 +467,9 @@ def identified(
     received_at: pd.Series,
     hold: bool = False,
     seller: str = DEFAULT_SELLER,
+    held: bool = False,
 ) -> Batch:
-    """The kept items of a checked group of ``seller``'s, with their ids (``hold``: to write)."""
+    """The kept items of a checked group of ``seller``'s, with their ids (``Keys.assign``)."""
     client_ids, keep = checked.client_ids, checked.keep
     passed = checked.checked.passed
     # An item new to the lake was first seen by the first push that sent
@@ -478,7 +479,9 @@ def identified(
         index=passed.index,
     )[passed]
     first = first.groupby(client_ids[passed].to_numpy()).transform("min")[keep[passed]]
-    return keys.assign(checked.typed, request_ids[keep], received_at[keep], first, hold, seller)
+    return keys.assign(
+        checked.typed, request_ids[keep], received_at[keep], first, hold, seller, held
+    )
 
 
 def _write(
