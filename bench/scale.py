@@ -2,11 +2,15 @@
 
 First, in local folders (issue 45), each setting a whole process with a fresh lake:
 
-- an ingest with 0, 2, 4 and 8 Dask workers (``--worker-counts``): its wall time,
-  the coordinating process's own CPU (``utime + stime``, apart from its
-  children) as a share of the no-worker ingest's CPU, the workers' CPU, and the
-  data the workers hand back to it (each group's result, pickled; the bench's own
-  pickling is not counted in the coordinator's CPU);
+- ``catalog-lake ingest`` with 0, 2, 4 and 8 Dask workers (``--worker-counts``),
+  each a whole process as a user runs it: its wall time, the coordinating
+  process's own CPU (``utime + stime`` from ``/proc`` as it exits: every thread,
+  imports and start-up included, apart from its children) as a share of the
+  no-worker ingest's, the workers' CPU, and the data the workers hand back to it
+  (each group's result, pickled; the bench's own pickling is not counted in the
+  coordinator's CPU). Before 2026-12-05 the share was counted inside the
+  ingest call (``getrusage``), which left out start-up and read 0.15 where a
+  user's ``time`` saw 0.24;
 - 1, 2, 4 and 8 concurrent ingests into one lake, splitting the same files
   (``--ingest-counts``): wall time, speed-up, records stored and ids unique.
 
@@ -24,14 +28,16 @@ Every AWS client stays on loopback (``tests.servers.SAFE_AWS_ENV``).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import multiprocessing
 import os
 import pickle
 import random
-import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -53,19 +59,53 @@ def _ingest(feed: str, lake: str, env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
-def _cpu(who: int) -> float:
-    used = resource.getrusage(who)
-    return used.ru_utime + used.ru_stime
-
-
 def _coordinated(feed: str, lake: str, workers: int, group_items: int) -> dict[str, float]:
-    """One whole ingest in this process with ``workers`` Dask workers: what it cost whom.
+    """One ``catalog-lake ingest`` as a user runs it, with ``workers`` Dask workers: who paid what.
 
-    The workers are this process's children (a ``LocalCluster``'s nannies, and theirs),
-    reaped when the cluster closes, so their CPU is ``RUSAGE_CHILDREN``'s.
+    The command runs in a process of its own, and its CPU is read from
+    ``/proc`` as it exits: the whole process, every thread of it, imports and
+    start-up included, as ``ps`` shows it (``_cli_measured``).
+    The workers are its children (a ``LocalCluster``'s nannies, and theirs),
+    reaped when the cluster closes, so their CPU is the process's
+    ``cutime + cstime``.
     """
-    from catalog_lake import feeds, groups
     from catalog_lake.catalog import Catalog
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+        command = [
+            sys.executable,
+            "-c",
+            "from bench.scale import _cli_measured; _cli_measured()",
+            "ingest",
+            feed,
+            "--lake",
+            lake,
+            "--workers",
+            str(workers),
+            "--group-items",
+            str(group_items),
+        ]
+        env = {**os.environ, "BENCH_SCALE_REPORT": report.name}
+        root = Path(__file__).resolve().parents[1]  # where ``bench`` imports from
+        started = time.perf_counter()
+        done = subprocess.run(  # noqa: S603 - this interpreter, our own arguments
+            command, env=env, cwd=root, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[3:])} exited {done.returncode}: {done.stderr}")
+        wall = time.perf_counter() - started
+        cost = json.loads(Path(report.name).read_text())
+    return cost | {"wall": wall, "stored": len(Catalog(lake).items())}
+
+
+def _cli_measured() -> None:
+    """Run the CLI (``sys.argv[1:]``), then write the process's CPU, read from ``/proc``.
+
+    ``own_cpu`` is this process's ``utime + stime``, less the bench's own
+    pickling of what Dask handed back (counted as ``shipped``);
+    ``workers_cpu`` its reaped children's.
+    """
+    from catalog_lake import cli, groups
 
     shipped, measuring = [0], [0.0]
     settle = groups._settle
@@ -81,16 +121,22 @@ def _coordinated(feed: str, lake: str, workers: int, group_items: int) -> dict[s
         settle(writer, done, batch_size)
 
     groups._settle = counted
-    own, children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    feeds.ingest(Catalog(lake), feed, workers=workers, group_items=group_items)
-    cost = {
-        "wall": time.perf_counter() - started,
-        "own_cpu": _cpu(resource.RUSAGE_SELF) - own - measuring[0],  # not the bench's own
-        "workers_cpu": _cpu(resource.RUSAGE_CHILDREN) - children,
+    sys.argv = ["catalog-lake", *sys.argv[1:]]
+    try:
+        cli.main()
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            raise
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    # After the command's name: state is field 3, so utime..cstime (14-17) are [11:15].
+    utime, stime, cutime, cstime = (int(v) / tick for v in fields[11:15])
+    report = {
+        "own_cpu": utime + stime - measuring[0],
+        "workers_cpu": cutime + cstime,
         "shipped": shipped[0],
     }
-    return cost | {"stored": len(Catalog(lake).items())}
+    Path(os.environ["BENCH_SCALE_REPORT"]).write_text(json.dumps(report))
 
 
 def _part(feed: str, lake: str, start: float) -> tuple[float, int, int]:
@@ -145,7 +191,7 @@ def scale_out(
     for workers in [0, *(n for n in worker_counts if n != 0)]:  # the baseline first
         load = os.getloadavg()[0]
         lake = str(root / f"lake-w{workers}")
-        got = _child(_coordinated, str(feed), lake, workers, group_items)
+        got = _coordinated(str(feed), lake, workers, group_items)
         baseline = baseline or got
         print(
             f"load {load:.2f}: {items:,} items, {workers} workers: {got['wall']:.2f} s wall "

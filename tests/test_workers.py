@@ -169,3 +169,20 @@ def test_a_dry_run_on_workers_answers_as_one_process_and_writes_nothing(tmp_path
     ids = {k: v for entry in dry["items"] for k, v in entry.items()}
     assert ids == {"a-1": "1", "b-1": None, "c-1": None, "d-1": None}
     assert len(catalog.pushes()) == 1  # nothing written
+
+
+def _scheduler_settings(dask_scheduler) -> dict:
+    return {
+        "work_stealing": "stealing" in dask_scheduler.extensions,
+        "disk_counters": dask_scheduler.monitor.monitor_disk_io,
+        "monitor_every_ms": dask_scheduler.periodic_callbacks["monitor"].callback_time,
+    }
+
+
+def test_a_runs_own_cluster_keeps_its_scheduler_off_the_committers_cpu():
+    # The scheduler of a run's LocalCluster runs in the process that commits.
+    from catalog_lake.workers import dask_client
+
+    with dask_client(workers=1) as client:
+        settings = client.run_on_scheduler(_scheduler_settings)
+    assert settings == {"work_stealing": False, "disk_counters": False, "monitor_every_ms": 2000}
