@@ -134,7 +134,7 @@ class BackfilledUnder(Lake):
     def commit_files(self, name, staged, metadata, *, fence=None, claim=None):
         if name == "items" and not self.raced:
             self.raced = True
-            backfill(Catalog(self.uri, clock=self.clock) if self.clock else Catalog(self.uri))
+            backfill(Catalog(self.uri, clock=self.clock))
         return super().commit_files(name, staged, metadata, fence=fence, claim=claim)
 
 

@@ -346,10 +346,10 @@ class Catalog:
         A metrics run killed between its two commits is finished too: records
         take the likes and sales their items hold (``metrics.resync_records``),
         reported as one ``{"repaired": "metrics", ...}`` entry after the pushes.
-        An id counter behind a stored id is moved past it (``Keys.catch_up``),
-        reported as ``{"repaired": "id_counter", "counter": "<id>"}``.
         That compares two whole columns of both tables; ``metrics=False`` (an
-        ingest finishing what a killed run left) skips it.
+        ingest finishing what a killed run left) skips it. An id counter behind
+        a stored id is moved past it (``Keys.catch_up``), reported as
+        ``{"repaired": "id_counter", "counter": "<id>"}``.
 
         Safe to run any number of times, alone, after a crash, or beside
         other writers: each step of a push is idempotent under replay (see

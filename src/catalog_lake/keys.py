@@ -215,15 +215,32 @@ class Keys:
         before the counter) is left as it is: its writers count from the
         largest stored id.
         """
-        top = self.index().max_id
+        top = None
         for attempt in races():
             with attempt:
                 base = self.lake.id_counter()
-                if not base or top <= base:
+                if not base:
+                    return None
+                top = top if top is not None else self._largest_stored()
+                if top <= base:
                     return None
                 self.lake.commit_files("items", Staged(), None, claim=(base, top))
                 return top
         raise AssertionError("unreachable: the last lost race is raised")
+
+    def _largest_stored(self) -> int:
+        """The largest stored id: from the items files' statistics, else from the key index.
+
+        The statistics are the log's, so a lake on an object store is not read
+        whole for one number; a file written without them sends the question
+        to the key index.
+        """
+        table = self.lake.delta("items")
+        if table is not None:
+            largest = pa.table(table.get_add_actions(flatten=True)).column("max.object_id")
+            if largest.null_count == 0:
+                return int(pc.max(largest).as_py() or 0)
+        return self.index().max_id
 
     def absorb(self, since: Since, fence: int, keys: pa.Array, blocks: set[int]) -> bool:
         """Bring the index past a lost race without reading it again; False if it concerns us.
