@@ -229,18 +229,9 @@ class Keys:
         raise AssertionError("unreachable: the last lost race is raised")
 
     def _largest_stored(self) -> int:
-        """The largest stored id: from the items files' statistics, else from the key index.
-
-        The statistics are the log's, so a lake on an object store is not read
-        whole for one number; a file written without them sends the question
-        to the key index.
-        """
-        table = self.lake.delta("items")
-        if table is not None:
-            largest = pa.table(table.get_add_actions(flatten=True)).column("max.object_id")
-            if largest.null_count == 0:
-                return int(pc.max(largest).as_py() or 0)
-        return self.index().max_id
+        """The largest stored id: from the log's file statistics, else from the key index."""
+        largest = self.lake.largest_id()
+        return largest if largest is not None else self.index().max_id
 
     def absorb(self, since: Since, fence: int, keys: pa.Array, blocks: set[int]) -> bool:
         """Bring the index past a lost race without reading it again; False if it concerns us.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, Field, QueryBuilder
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
@@ -286,6 +287,18 @@ class Lake(Writes, Upserts):
         """
         table = self._tables.get("items") or self.delta("items")
         return (table.transaction_version(IDS) or 0) if table is not None else 0
+
+    def largest_id(self) -> int | None:
+        """The largest ``object_id`` in ``items``, from the log's file statistics.
+
+        The log's, so a lake on an object store is not read whole for one
+        number; None when a file was written without statistics.
+        """
+        table = self.delta("items")
+        if table is None:
+            return 0
+        largest = pa.table(table.get_add_actions(flatten=True)).column("max.object_id")
+        return int(pc.max(largest).as_py() or 0) if largest.null_count == 0 else None
 
     def checkpoint(self, names: Any = None) -> list[str]:
         """Write a Delta checkpoint of every table with commits since its last one.
