@@ -43,7 +43,7 @@ import typer
 
 from . import synth
 from .memory import emit
-from .run import _baseline, _in_child, _peak_rss_mb
+from .run import _baseline, _in_child, _peak_rss_mb, as_installed
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -162,6 +162,7 @@ def run(
     """
     feed = folder / "feed"
     synth.write_feed(feed, items, dirty_fraction=0.05)
+    as_installed(*([before] if before is not None else []))
     peers = {name: f for name, f in PEERS.items() if f is not _dlt_peer or has_dlt()}
     if before is not None:
         peers[f"catalog-lake ingest, before ({before})"] = functools.partial(

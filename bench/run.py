@@ -135,6 +135,26 @@ def _small_pushes(lake: str, lake_items: int, pushes: int, size: int, seed: int)
     }
 
 
+def as_installed(*sources: str | Path) -> None:
+    """Write the bytecode of ``catalog_lake`` (and of each other checkout's ``src``), as installed.
+
+    pip compiles a package's modules as it installs it, and Python writes a
+    module's bytecode the first time it imports it, so a user's second run
+    never compiles the package. An editable checkout run with
+    ``PYTHONDONTWRITEBYTECODE`` set, as on this project's machines, compiled
+    every module in every process: 0.14 s of CPU (``python -c "import
+    catalog_lake.cli"``: 0.80 s without the bytecode, 0.66 s with it), which
+    the peers, whose packages come compiled, never pay. Compiling writes the
+    bytecode whatever that variable says.
+    """
+    import compileall
+
+    import catalog_lake
+
+    for source in (Path(catalog_lake.__file__).parent, *map(Path, sources)):
+        compileall.compile_dir(source, quiet=1)
+
+
 def _in_child(function, *args):
     # Not multiprocessing.Pool: its daemonic children could not start ingest workers.
     context = multiprocessing.get_context("spawn")
@@ -170,6 +190,7 @@ def run(
     outputs = (lake, root / "baseline-first", root / "baseline-second")
     for folder in (first, second, *outputs):
         shutil.rmtree(folder, ignore_errors=True)
+    as_installed()
     try:
         progress(f"generating {items:,} items (dirty {dirty_fraction:.0%})")
         synth.write_feed(first, items, dirty_fraction=dirty_fraction)

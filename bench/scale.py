@@ -47,6 +47,7 @@ from typing import Any
 from tests.servers import apply_safe_env, aws_env, make_bucket, seaweed
 
 from . import synth
+from .run import as_installed
 
 
 def _ingest(feed: str, lake: str, env: dict[str, str]) -> float:
@@ -317,6 +318,7 @@ def main() -> None:  # noqa: D103 - see the module
     )
     options = parser.parse_args()
     apply_safe_env()
+    as_installed()
     root = Path(tempfile.mkdtemp(prefix="catalog-lake-scale-"))
     try:
         counts = [int(n) for n in options.worker_counts.split(",") if n.strip()]

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,7 @@ class SearchIndex:
         self.lake_id: str | None = None
         #: The whole index's counts and facets, for the version they were taken at.
         self._whole: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._counting: ThreadPoolExecutor | None = None
 
     # --- keeping it current -----------------------------------------------------------
 
@@ -205,6 +207,12 @@ class SearchIndex:
             "deletes": len(found.deletes),
             "seconds": round(time.perf_counter() - started, 3),
         }
+
+    def _counter(self) -> ThreadPoolExecutor:
+        """The threads that count and facet a query while it is ranked (made on first use)."""
+        if self._counting is None:
+            self._counting = ThreadPoolExecutor(2, thread_name_prefix="catalog-lake-count")
+        return self._counting
 
     def _aggregated(
         self,
@@ -323,20 +331,27 @@ class SearchIndex:
         # Which documents match, counted and faceted in one pass over the ``words``
         # field; the attribute-by-attribute query is only for ranking.
         matching = restricted(matching_query(self.schema, words), restriction)
-        aggregated = self._aggregated(
+        # Counting runs beside the ranking: tantivy releases the GIL in both, and they
+        # read the same searcher (a long query at 200,000 records: 3.9 ms -> 2.3 ms).
+        counting = self._counter().submit(
+            self._aggregated,
             searcher,
             matching,
             distinct,
             tuple(facets),
             everything=not words and restriction is None,
         )
-        count = round(aggregated["hits"].get("value") or 0)
-        # The distinct count is an estimate (HyperLogLog): never more than the hits.
-        groups = aggregated.get("groups", {}).get("value")
-        nb_hits = min(count, round(groups or 0)) if distinct else count
+
+        def count() -> int:
+            return round(counting.result()["hits"].get("value") or 0)
+
         start = page * hits_per_page
         window = slice(start, start + hits_per_page)
         shown = ranked_page(self.schema, searcher, words, restriction, distinct, window, count)
+        aggregated = counting.result()
+        # The distinct count is an estimate (HyperLogLog): never more than the hits.
+        groups = aggregated.get("groups", {}).get("value")
+        nb_hits = min(count(), round(groups or 0)) if distinct else count()
         return {
             "query": query,
             "hits": hits(self.schema, searcher, words, shown),
