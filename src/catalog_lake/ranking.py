@@ -63,6 +63,9 @@ MAX_BAND_STEPS = 20_000
 #: ``BANDS_TRIED`` bands that leave the page short, by the engine's best scores (``_topped``).
 BANDED_WORDS = 2
 BANDS_TRIED = 6
+#: A longer query's best bands (``_best_bands``), one word fewer each, are asked for while
+#: the words kept can be chosen in at most this many ways (four words: 4, then 6).
+MAX_BAND_WAYS_FEWER = 16
 #: Bits of each custom-ranking column in ``rank_key``, most significant first; a value
 #: past its width counts as the width's largest (sales past 16.7 million tie).
 RANK_BITS = {"sales": 24, "likes": 20, "in_stock": 1, "inventory": 19}
@@ -86,8 +89,9 @@ def ranked_page(
     """
     if len(words) <= BANDED_WORDS:  # few text ranks: each band ordered and cut by the engine
         shown = _banded(schema, searcher, words, restriction, distinct, window)
-    else:  # the best rank there is, if it fills the page (three term lists: cheap)
-        shown = _banded(schema, searcher, words, restriction, distinct, window, _best_band)
+    else:  # the best ranks there are, if they fill the page (a few term lists: cheap)
+        bands = _best_bands(searcher, restriction)
+        shown = _banded(schema, searcher, words, restriction, distinct, window, bands)
     if shown is None:
         best = _topped(schema, searcher, words, restriction, distinct, window.stop)
         shown = best[window] if best is not None else None
@@ -446,20 +450,49 @@ def _bands(schema: Any, words: list[str]) -> Iterator[tuple[float, Any]]:
         yield total, _ways_query(schema, words, per_word, combos[total])
 
 
-def _best_band(schema: Any, words: list[str]) -> Iterator[tuple[float, Any]]:
-    """The best text rank a query can have, and its documents: every word exact, first attribute.
+def _best_bands(searcher: Any, restriction: Any) -> Callable[..., Iterator[tuple[float, Any]]]:
+    """The best text ranks a longer query can have, best first, each with its documents.
 
-    No document ranks above it, so its query needs no "and none better"
-    clauses: one term list a word, intersected. When a longer query's words
-    all stand in some product names (a catalog's usual query), this band fills
-    the page and the engine's best scores are never asked for (``_topped``
+    First, every word exact in the first searched attribute. No document ranks
+    above it, so its query needs no "and none better" clauses: one term list a
+    word, intersected. Then, only when no document (of those the filters let
+    through) matches every word in some way, every word but one so (any one):
+    nothing can rank above that either. And so on, one word fewer each time,
+    while the words left can be chosen in at most ``MAX_BAND_WAYS_FEWER`` ways.
+    When one of these fills the page (a query whose words stand in some
+    product names), the engine's best scores are never asked for (``_topped``
     scores every document that matches any word: at a million records, 5-11 ms).
     """
-    best = [_word_clauses(schema, w, i == len(words) - 1)[0] for i, w in enumerate(words)]
-    yield (
-        sum(score for score, _ in best),
-        tantivy.Query.boolean_query([(tantivy.Occur.Must, query) for _, query in best]),
-    )
+
+    def bands(schema: Any, words: list[str]) -> Iterator[tuple[float, Any]]:
+        last = len(words) - 1
+        best = [_word_clauses(schema, w, i == last)[0] for i, w in enumerate(words)]
+        matched = [_word_matches(schema, w, i == last) for i, w in enumerate(words)]
+        for size in range(len(words), 0, -1):
+            chosen = list(itertools.combinations(range(len(words)), size))
+            if len(chosen) > MAX_BAND_WAYS_FEWER:
+                return
+            if size < len(words):  # only when no document matches one word more, in any way
+                more = itertools.combinations(range(len(words)), size + 1)
+                some = [_all_of([matched[i] for i in way]) for way in more]
+                if searcher.search(restricted(_any_of(some), restriction), limit=1).hits:
+                    return  # the best rank lies between the two: ``_topped`` finds it
+            scores = {sum(best[i][0] for i in way) for way in chosen}
+            if len(scores) > 1:  # words whose best matches score apart: not one band
+                return
+            yield scores.pop(), _any_of([_all_of([best[i][1] for i in way]) for way in chosen])
+
+    return bands
+
+
+def _any_of(queries: list[Any]) -> Any:
+    if len(queries) == 1:
+        return queries[0]
+    return tantivy.Query.boolean_query([(tantivy.Occur.Should, query) for query in queries])
+
+
+def _all_of(queries: list[Any]) -> Any:
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, query) for query in queries])
 
 
 def _banded(
@@ -478,7 +511,7 @@ def _banded(
     hit past the page is read. None when ``BANDS_TRIED`` bands of a query of
     several words leave the page short: its documents are spread over many
     bands, or match fewer words (``_topped`` ranks them). ``bands``: other
-    bands than ``_bands``, best first (``_best_band``).
+    bands than ``_bands``, best first (``_best_bands``).
     """
     wanted = page.stop
     taken: list[tuple[Any, float]] = []
