@@ -474,8 +474,8 @@ def _best_bands(searcher: Any, restriction: Any) -> Callable[..., Iterator[tuple
                 return
             if size < len(words):  # only when no document matches one word more, in any way
                 more = itertools.combinations(range(len(words)), size + 1)
-                some = [_all_of([matched[i] for i in way]) for way in more]
-                if searcher.search(restricted(_any_of(some), restriction), limit=1).hits:
+                some = _any_of([_all_of([matched[i] for i in way]) for way in more])
+                if searcher.search(restricted(some, restriction), limit=1, count=False).hits:
                     return  # the best rank lies between the two: ``_topped`` finds it
             scores = {sum(best[i][0] for i in way) for way in chosen}
             if len(scores) > 1:  # words whose best matches score apart: not one band
