@@ -24,6 +24,7 @@ and a group written elsewhere ends, for ``Catalog.repair`` to finish from its
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -33,7 +34,6 @@ from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -330,8 +330,7 @@ def _store_pushes(
             "flow_run_id": push.flow_run_id,
             "idempotency_key": push.idempotency_key,
             "payload_sha256": push.digest,
-            # orjson: a thousand items' id maps per push, written on the committing thread
-            "response_json": orjson.dumps(response).decode(),
+            "response_json": json.dumps(response, ensure_ascii=False),
             "seller": push.seller,
         }
         for number, (push, response) in enumerate(zip(pushes, answers, strict=True))
