@@ -426,9 +426,7 @@ def _ways_query(
                     clauses += [(tantivy.Occur.MustNot, better) for _, better in per_word[w][:j]]
         if clauses:  # a way of no match at all ranks 0, below any hit: never the best
             queries.append(tantivy.Query.boolean_query(clauses))
-    if len(queries) == 1:
-        return queries[0]
-    return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in queries])
+    return _any_of(queries)
 
 
 def _bands(schema: Any, words: list[str]) -> Iterator[tuple[float, Any]]:
