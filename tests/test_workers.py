@@ -6,6 +6,7 @@ the run, or one already running, given by its scheduler's address.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 
 from catalog_lake import Catalog, PushRequest, check
 from catalog_lake.feeds import ingest
-from catalog_lake.sources import discover, read_items
+from catalog_lake.runs import plan
+from catalog_lake.sources import FeedFile, discover, read_items
 from catalog_lake.staged import check_files
 from catalog_lake.workers import LOCAL_HTTP
 from tests.conftest import Ticking, make_item
@@ -48,10 +50,12 @@ def source(tmp_path) -> Path:
     return folder
 
 
-def _run(tmp_path, clock, source, name, workers):
+def _run(tmp_path, clock, source, name, workers, **options):
     # Groups are pushed one after another: their received_at must not tie.
     catalog = Catalog(tmp_path / name, clock=Ticking(clock))
-    summary = ingest(catalog, source, batch_size=2, group_items=ONE_FILE_PER_GROUP, workers=workers)
+    summary = ingest(
+        catalog, source, batch_size=2, group_items=ONE_FILE_PER_GROUP, workers=workers, **options
+    )
     return catalog, summary
 
 
@@ -92,6 +96,50 @@ def test_workers_store_and_answer_exactly_as_one_process(tmp_path, clock, source
         alone.rejects()[rejects].astype(str).values.tolist()
     )
     assert check(helped)["ok"]
+
+
+def test_workers_answer_in_full_and_in_brief_and_store_each_response_as_one_process(
+    tmp_path, clock, source
+):
+    # A worker sends each response as its stored text and in brief; the summary still
+    # lists the first items' pushes in full, and the pushes table holds every one whole.
+    alone, expected = _run(tmp_path, clock, source, "alone", workers=0, detail_items=5)
+    helped, got = _run(tmp_path, clock, source, "helped", workers=2, detail_items=5)
+
+    assert not got["detail_complete"]
+    assert any("detail" in b for b in got["batches"]) and any(b["items"] for b in got["batches"])
+    assert _without_request_ids(got) == _without_request_ids(expected)
+
+    def stored(catalog):
+        pushes = catalog.pushes().sort_values("idempotency_key")
+        return [_without_request_ids(json.loads(t)) for t in pushes["response_json"]]
+
+    assert stored(helped) == stored(alone)
+    assert all(r["items"] or r["catalog_push_failed_items"] for r in stored(helped))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_new_file_is_hashed_by_its_reader_and_recorded_with_its_checksum(
+    tmp_path, clock, source, workers, monkeypatch
+):
+    # A path the lake never took needs no checksum to be planned: whoever reads the file
+    # hashes it, a worker when there are some, so the coordinator never reads its bytes.
+    catalog = Catalog(tmp_path / "lake", clock=Ticking(clock))
+    assert {f.checksum for f in plan(catalog, source).to_ingest} == {""}
+    hashed_here = []
+    if workers:
+        read = FeedFile.hashed  # workers are processes of their own: theirs is untouched
+        monkeypatch.setattr(FeedFile, "hashed", lambda f: hashed_here.append(f.path) or read(f))
+
+    ingest(catalog, source, batch_size=2, group_items=ONE_FILE_PER_GROUP, workers=workers)
+
+    assert hashed_here == []
+    files = catalog.lake.read("files").to_pandas()
+    assert dict(zip(files["path"], files["checksum"], strict=True)) == {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()
+    }
+    again = plan(catalog, source)  # now hashed up front: unchanged, or broken as before
+    assert again.to_ingest == [] and all(f.checksum for f in again.skipped)
 
 
 def test_a_group_whose_batches_partly_landed_is_checked_again_and_stored_once(

@@ -41,6 +41,7 @@ from .push import check_key, write_failed
 from .schemas import PUSHES, RAW, REJECTS
 from .sellers import DEFAULT_SELLER
 from .store import Catalog
+from .summary import response_text
 
 #: The keys of a delete's answer, in the push response's style (SPEC 2.7).
 REQUEST_KEY = "catalog_delete_request_id"
@@ -407,7 +408,7 @@ def _store_row(
         "flow_run_id": flow_run_id,
         "idempotency_key": idempotency_key,
         "payload_sha256": digest,
-        "response_json": json.dumps(response, ensure_ascii=False),
+        "response_json": response_text(response),
         "operation": "delete",
         "seller": seller,
     }

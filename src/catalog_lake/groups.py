@@ -12,6 +12,7 @@ file's result is kept, in feed order, for the run's summary (``feeds``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -34,8 +35,8 @@ from .sources import (
     parse_together,
     read_deletions,
 )
-from .staged import CheckedFiles
-from .summary import brief, carried
+from .staged import CheckedFiles, as_read
+from .summary import brief, carried, is_brief
 from .validate import cell_schemas
 from .workers import Chain, Done, checked_in_order, dask_client
 
@@ -93,7 +94,7 @@ def _settle(writer: GroupWriter, done: Done, batch_size: int) -> None:
                 _write_in_process(writer, done.chunk, batch_size)
         return
     group, position = [], 0
-    for feed, pushes in zip(done.chunk, done.outline.pushes, strict=True):
+    for feed, pushes in zip(as_read(done.chunk, done.outline), done.outline.pushes, strict=True):
         if isinstance(pushes, str):
             writer.invalid(feed, pushes)
             continue
@@ -106,7 +107,8 @@ def _settle(writer: GroupWriter, done: Done, batch_size: int) -> None:
     if done.error is not None:
         writer.failed(group, done.error)
     else:
-        writer.took(group, done.responses, [False] * len(done.responses))
+        texts = done.written.texts if done.written is not None else None
+        writer.took(group, done.responses, [False] * len(done.responses), texts)
     writer.report(group, sizes, [])  # nothing replayed: a replay is written in process
 
 
@@ -208,6 +210,7 @@ class GroupWriter:
     def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, FileBatches] | None:
         """A file read and checked whole; None (and the file reported) if it is unusable."""
         try:
+            feed = feed.hashed()
             batches = file_batches(feed, batch_size, self.strict)
         except (PushError, OSError) as exc:
             self.invalid(feed, exc)
@@ -349,17 +352,34 @@ class GroupWriter:
         for entry in group:
             entry.result.status, entry.result.error = "error", str(error)
 
-    def took(self, group: list[Entry], responses: list[dict], replayed: list[bool]) -> None:
-        """A group's responses, kept in its files' results (in full for the first items)."""
+    def took(
+        self,
+        group: list[Entry],
+        responses: list[dict],
+        replayed: list[bool],
+        texts: list[str] | None = None,
+    ) -> None:
+        """A group's responses, kept in its files' results (in full for the first items).
+
+        A response a worker sent in brief is decoded from its stored text
+        (``texts``, one per response) where it is kept in full or its client
+        ids are wanted (``staged.Written``).
+        """
         self.wrote = not self.dry_run
         position = 0
         for entry in group:
             result = entry.result
             end = position + len(entry.requests)
-            for response, again in zip(
-                responses[position:end], replayed[position:end], strict=True
+            for number, (response, again) in enumerate(
+                zip(responses[position:end], replayed[position:end], strict=True), position
             ):
                 received = int(response["catalog_push_received_product_count"])
+                if (
+                    texts is not None
+                    and is_brief(response)
+                    and (self.seen is not None or received <= self.detail_left)
+                ):
+                    response = json.loads(texts[number])
                 if self.seen is not None:
                     self.seen.update(carried(response))
                 if again:
@@ -401,8 +421,9 @@ class GroupWriter:
         from .deletes import DELETE_BATCH
 
         try:
+            feed = feed.hashed()
             ids = read_deletions(feed)
-        except PushError as exc:
+        except (PushError, OSError) as exc:
             self.invalid(feed, exc)
             return
         result = FileResult(feed, "ingested")
@@ -453,7 +474,7 @@ class GroupWriter:
 def _write_checked(writer: GroupWriter, chunk: list[FeedFile], outcome: CheckedFiles) -> None:
     """Write a group checked by ``check_files`` on a worker."""
     group, position = [], 0
-    for feed, pushes in zip(chunk, outcome.pushes, strict=True):
+    for feed, pushes in zip(as_read(chunk, outcome), outcome.pushes, strict=True):
         if isinstance(pushes, str):
             writer.invalid(feed, pushes)
             continue

@@ -80,7 +80,7 @@ class Known:
         was last recorded ``removed`` (issue 41). Either is read again.
         """
         checksum, status = self.latest.get(feed.path, ("", ""))
-        if checksum != feed.checksum:
+        if not feed.checksum or checksum != feed.checksum:  # new: not hashed, never skipped
             return None
         return {"ingested": SKIP_UNCHANGED, "invalid": SKIP_FAILED}.get(status)
 
@@ -101,9 +101,6 @@ def plan(
     failed on a lake error, changed, went back to older bytes or came back after
     a refresh deleted their items are read.
     """
-    feeds, refused, passed_over = discover(
-        source, pattern, catalog.lake.storage_options if is_remote(source) else None
-    )
     if is_remote(source):
         root = str(source).rstrip("/")
     else:
@@ -111,6 +108,14 @@ def plan(
         if Path(root).is_file():
             root = str(Path(root).parent)
     known = known_files(catalog, root, seller)
+    # Only a path the lake took before is hashed now: its bytes decide whether it is
+    # read. A new one is hashed by whoever reads it (``FeedFile.hashed``).
+    feeds, refused, passed_over = discover(
+        source,
+        pattern,
+        catalog.lake.storage_options if is_remote(source) else None,
+        hashed=known.latest.keys(),
+    )
     to_ingest, skipped, reasons = [], [], {}
     for feed in feeds:
         reason = None if force else known.unchanged(feed)

@@ -20,10 +20,10 @@ import stat
 import sys
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -57,7 +57,7 @@ class FeedFile:
 
     source: str  # the source folder, resolved
     path: str  # relative to the source, with forward slashes
-    checksum: str  # sha256 of the file's bytes
+    checksum: str  # sha256 of the file's bytes; empty until read when new (``hashed``)
     size: int
     #: How many times the lake already ingested this path with these bytes: a
     #: forced re-ingest is a new delivery, a resumed run the same one.
@@ -79,6 +79,20 @@ class FeedFile:
         place = place_of(self.source, self.path)
         key = f"file:{place}:{self.checksum}:{self.delivery}:{batch_size}:{number}"
         return key + ":strict" if strict else key
+
+    def hashed(self) -> FeedFile:
+        """This file with its checksum, hashed now where ``discover`` left that to its reader.
+
+        A path the lake has no row of needs no checksum to be planned, only to
+        be keyed and recorded, so the process that reads the file hashes it
+        (a Dask worker, when the run has them): a run's coordinator never reads
+        a new file's bytes, which cost it 0.14 s per 100,000 items.
+        """
+        if self.checksum:
+            return self
+        with self.open() as handle:
+            checksum = hashlib.file_digest(handle, "sha256").hexdigest()  # type: ignore[arg-type]
+        return replace(self, checksum=checksum)
 
     @property
     def absolute(self) -> Path:
@@ -170,8 +184,13 @@ def discover(
     source: str | Path,
     pattern: str = DEFAULT_PATTERN,
     storage_options: dict[str, str] | None = None,
+    hashed: Collection[str] | None = None,
 ) -> tuple[list[FeedFile], list[FileResult], dict[str, str]]:
     """Feed files under ``source`` matching ``pattern``, the matches refused, and those passed over.
+
+    ``hashed`` names the paths to hash now (``runs.plan``: those the lake
+    has a row of, whose bytes decide whether they are read); the others are
+    hashed by their reader (``FeedFile.hashed``). None hashes every file.
 
     A match whose real location is outside the source folder (through ``..``
     in the pattern or a symlink) is refused, never read. A match that is not a
@@ -180,7 +199,7 @@ def discover(
     (``s3://bucket/feeds``) is listed as a folder is (``_discover_remote``).
     """
     if is_remote(source):
-        found, passed_over = _discover_remote(str(source), pattern, storage_options)
+        found, passed_over = _discover_remote(str(source), pattern, storage_options, hashed)
         return found, [], passed_over
     root = Path(source).expanduser().resolve()
     if root.is_file():
@@ -220,8 +239,10 @@ def discover(
             continue
         found.append((relative, real))
     # hashlib lets go of the GIL while it hashes: the files are hashed side by side.
+    now = [hashed is None or relative in hashed for relative, _ in found]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as hashing:
-        checksums = list(hashing.map(_sha256, [real for _, real in found]))
+        digests = iter(hashing.map(_sha256, [r for (_, r), n in zip(found, now, strict=True) if n]))
+    checksums = [next(digests) if n else "" for n in now]
     files = [
         FeedFile(str(root), relative, checksum, real.stat().st_size)
         for (relative, real), checksum in zip(found, checksums, strict=True)
@@ -230,7 +251,7 @@ def discover(
 
 
 def _discover_remote(
-    uri: str, pattern: str, storage_options: dict[str, str] | None
+    uri: str, pattern: str, storage_options: dict[str, str] | None, hashed: Collection[str] | None
 ) -> tuple[list[FeedFile], dict[str, str]]:
     """Feed files under an object-store prefix, tracked by path and checksum as local ones are."""
     import fnmatch
@@ -255,11 +276,8 @@ def _discover_remote(
         if not _is_feed(info.base_name):
             passed_over[relative] = SKIP_NOT_FEED
             continue
-        with store.open_input_stream(info.path) as handle:
-            checksum = hashlib.file_digest(handle, "sha256").hexdigest()  # type: ignore[arg-type]
-        found.append(
-            FeedFile(uri.rstrip("/"), relative, checksum, info.size or 0, 0, storage_options)
-        )
+        feed = FeedFile(uri.rstrip("/"), relative, "", info.size or 0, 0, storage_options)
+        found.append(feed.hashed() if hashed is None or relative in hashed else feed)
     return found, passed_over
 
 

@@ -24,7 +24,6 @@ and a group written elsewhere ends, for ``Catalog.repair`` to finish from its
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -61,7 +60,7 @@ from .push import (
 from .records import Batch, Synonyms, derive_records
 from .schemas import ITEMS, PUSHES, RECORDS
 from .sellers import DEFAULT_SELLER
-from .summary import DRY_RUN_KEY
+from .summary import DRY_RUN_KEY, response_text
 
 #: The tables a group commits, in order; the first three are its journal.
 WRITE_ORDER = ("raw", "rejects", "warnings", "items", "records", "pushes")
@@ -136,7 +135,10 @@ class GroupWrite(Protocol):
         """The records of the items written (read at ``version``), None when there are none."""
 
     def answers(self, items: Part) -> list[dict[str, Any]]:
-        """Each push's response."""
+        """Each push's response (in brief where the texts hold it whole)."""
+
+    def texts(self, answers: list[dict[str, Any]]) -> list[str]:
+        """Each push's whole response as the ``pushes`` table stores it (``response_text``)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,8 @@ def commit_group(
     items = _commit_items(catalog, group)
     records_at = _commit_records(catalog, group, items, records_at)
     answers = group.answers(items)
-    responses = _store_pushes(catalog, group.pushes, answers, group.sizes, fence, metadata)
+    texts = group.texts(answers)
+    responses = _store_pushes(catalog, group.pushes, answers, texts, group.sizes, fence, metadata)
     return Committed(responses, records_at)
 
 
@@ -303,6 +306,7 @@ def _store_pushes(
     catalog: Catalog,
     pushes: list[Push],
     answers: list[dict[str, Any]],
+    texts: list[str],
     sizes: np.ndarray,
     fence: int,
     metadata: dict[str, str],
@@ -330,10 +334,10 @@ def _store_pushes(
             "flow_run_id": push.flow_run_id,
             "idempotency_key": push.idempotency_key,
             "payload_sha256": push.digest,
-            "response_json": json.dumps(response, ensure_ascii=False),
+            "response_json": text,
             "seller": push.seller,
         }
-        for number, (push, response) in enumerate(zip(pushes, answers, strict=True))
+        for number, (push, response, text) in enumerate(zip(pushes, answers, texts, strict=True))
     ]
     unclaimed = list(range(len(pushes)))
     for attempt in races():
@@ -599,6 +603,10 @@ class _Rows:
         """Each push's response."""
         batch = items.batch if items.batch is not None else Batch({}, 0)
         return plan_responses(self.pushes, self.checked, batch, self.failed, self.warned)
+
+    def texts(self, answers: list[dict[str, Any]]) -> list[str]:
+        """Each response as stored."""
+        return [response_text(a) for a in answers]
 
 
 def group_rows(pushes: list[Push]) -> tuple[ParsedPush, np.ndarray, pd.Series, pd.Series]:

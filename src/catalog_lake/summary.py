@@ -6,6 +6,7 @@ the CLI and the flows all report in exactly the same shape.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -50,6 +51,16 @@ def push_response(
         FAILED_ITEMS_KEY: failed,
         WARNING_ITEMS_KEY: list(warned),
     }
+
+
+def response_text(response: dict[str, Any]) -> str:
+    """A push response as the ``pushes`` table stores it (``response_json``), which a retry answers.
+
+    The one writer of that text: a push written in this process, a group a
+    Dask worker wrote (it sends the text, so the coordinator never encodes
+    it) and a delete all store it this way.
+    """
+    return json.dumps(response, ensure_ascii=False)
 
 
 def _id(service_id: int | None) -> str | None:
@@ -145,7 +156,7 @@ def run_summary(
     # Batches an interrupted run had stored: answered from the lake, not written again.
     already = sum(getattr(r, "already_stored", 0) for r in results)
     success = sum(int(r["catalog_push_success_product_count"]) for _, r in responses)
-    complete = all("detail" not in r for _, r in responses)
+    complete = not any(is_brief(r) for _, r in responses)
     if complete:
         summary = push_response(run_id, received, stored, failed, warned)
     else:
@@ -330,3 +341,8 @@ def brief(response: dict[str, Any]) -> dict[str, Any]:
         "warned": warned_count(response),
         "detail": "omitted from the run summary; the pushes table has the full response",
     }
+
+
+def is_brief(response: dict[str, Any]) -> bool:
+    """Whether a response is a ``brief`` one, its per-item lists left out."""
+    return "detail" in response
