@@ -75,8 +75,8 @@ def test_the_command_line_starts_without_the_libraries_only_some_commands_need()
 
 def test_the_command_line_exits_without_collecting_what_the_libraries_made_at_import(tmp_path):
     """The interpreter's exit collections walk every object alive (0.2-0.3 s after an
-    ingest); the console script freezes them once its command is done, whether it
-    succeeded or failed. The library never does: a long-lived caller keeps its collector."""
+    ingest); the console script freezes them before its command runs and once it is done,
+    whether it succeeded or failed. The library never does: a long-lived caller keeps its collector."""
     code = (
         "import atexit, gc, sys\n"
         "from catalog_lake.cli import main\n"
@@ -91,6 +91,15 @@ def test_the_command_line_exits_without_collecting_what_the_libraries_made_at_im
         assert ran.returncode == code_expected, ran.stderr
         frozen = int(ran.stderr.rsplit("frozen ", 1)[1])
         assert frozen > 10_000  # pandas, Polars and pyarrow alone make that many
+    # Frozen before the command runs as well: its collections walk what it made.
+    during = (
+        "import gc, sys\n"
+        "from catalog_lake import cli\n"
+        "cli.app = lambda: print('during', gc.get_freeze_count(), file=sys.stderr)\n"
+        "cli.main()\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", during], capture_output=True, text=True)
+    assert int(ran.stderr.rsplit("during ", 1)[1]) > 10_000, ran.stderr
     library = "import gc, catalog_lake.catalog; print(gc.get_freeze_count())"
     kept = subprocess.run([sys.executable, "-c", library], capture_output=True, text=True)
     assert kept.stdout.strip() == "0"

@@ -576,9 +576,12 @@ def main() -> None:
     nothing that the process's end does not (Python does not promise to
     finalize what is still alive at exit, and the commands close what they
     open): so those objects are frozen first (``gc.freeze``), and the
-    collections pass them by. Only the console script does this, never the
-    library: a long-lived process that calls ``Catalog`` keeps its collector
-    whole.
+    collections pass them by. The import's objects are frozen before the
+    command runs, too: the few full collections a command triggers then walk
+    what it made, not what importing made (an ingest's coordinator, with
+    workers: 0.10 -> 0.035 s of collections per 100,000 items). Only the
+    console script does this, never the library: a long-lived process that
+    calls ``Catalog`` keeps its collector whole.
     """
     level = os.environ.get("CATALOG_LAKE_LOG_LEVEL", "").strip().upper()
     if level:
@@ -594,6 +597,7 @@ def main() -> None:
             stream=open(os.dup(2), "w", buffering=1),  # noqa: SIM115 - open until exit
             format="%(levelname)s %(name)s: %(message)s",
         )
+    gc.freeze()  # what importing made lives as long as the process
     try:
         with native_stderr():
             app()
