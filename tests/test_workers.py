@@ -6,9 +6,11 @@ the run, or one already running, given by its scheduler's address.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -124,16 +126,24 @@ def test_a_new_file_is_hashed_by_its_reader_and_recorded_with_its_checksum(
 ):
     # A path the lake never took needs no checksum to be planned: whoever reads the file
     # hashes it, a worker when there are some, so the coordinator never reads its bytes.
+    # A gzipped file's checksum is of its own (compressed) bytes.
+    (source / "zz_packed.json.gz").write_bytes(
+        gzip.compress(json.dumps({"items": [make_item(client_item_id="GZ-1")]}).encode())
+    )
     catalog = Catalog(tmp_path / "lake", clock=Ticking(clock))
     assert {f.checksum for f in plan(catalog, source).to_ingest} == {""}
-    hashed_here = []
-    if workers:
-        read = FeedFile.hashed  # workers are processes of their own: theirs is untouched
-        monkeypatch.setattr(FeedFile, "hashed", lambda f: hashed_here.append(f.path) or read(f))
+    opened = Counter()  # in this process; workers are processes of their own
+    read = FeedFile.open
+    monkeypatch.setattr(FeedFile, "open", lambda f: opened.update([f.path]) or read(f))
 
     ingest(catalog, source, batch_size=2, group_items=ONE_FILE_PER_GROUP, workers=workers)
 
-    assert hashed_here == []
+    if workers:
+        assert opened == {}  # the coordinator reads no file
+    else:  # read once and hashed from those bytes; again only where they are not its own
+        again = {p: n for p, n in opened.items() if n != 1}
+        assert again == {"zz_broken.json": 2, "zz_packed.json.gz": 2}
+        assert len(opened) == len(list(source.iterdir()))
     files = catalog.lake.read("files").to_pandas()
     assert dict(zip(files["path"], files["checksum"], strict=True)) == {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()

@@ -210,13 +210,12 @@ class GroupWriter:
     def read(self, feed: FeedFile, batch_size: int) -> tuple[FileResult, FileBatches] | None:
         """A file read and checked whole; None (and the file reported) if it is unusable."""
         try:
-            feed = feed.hashed()
             batches = file_batches(feed, batch_size, self.strict)
         except (PushError, OSError) as exc:
-            self.invalid(feed, exc)
+            self.invalid(feed.hashed_if_readable(), exc)  # recorded with its checksum
             return None
         self.progress("read", file=feed.path, bytes=feed.size)
-        return self.ingested(feed), batches
+        return self.ingested(batches.feed), batches
 
     def read_all(self, feed: FeedFile, batch_size: int) -> Entry | None:
         """A file's pushes, all parsed, as one entry of a group (the workers' fallback)."""

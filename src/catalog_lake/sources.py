@@ -87,12 +87,22 @@ class FeedFile:
         be keyed and recorded, so the process that reads the file hashes it
         (a Dask worker, when the run has them): a run's coordinator never reads
         a new file's bytes, which cost it 0.14 s per 100,000 items.
+        ``file_batches`` hashes the bytes it read, so a new file is read once,
+        from a folder or a bucket; this reads it again where those are not the
+        file's own bytes (gzipped), for a file refused, and for a deletions file.
         """
         if self.checksum:
             return self
         with self.open() as handle:
             checksum = hashlib.file_digest(handle, "sha256").hexdigest()  # type: ignore[arg-type]
         return replace(self, checksum=checksum)
+
+    def hashed_if_readable(self) -> FeedFile:
+        """``hashed``, or this file as it is when it cannot be read (its result says why)."""
+        try:
+            return self.hashed()
+        except OSError:
+            return self
 
     @property
     def absolute(self) -> Path:
@@ -642,14 +652,20 @@ def _batches(parsed: ParsedPush, offset: int, count: int, batch_size: int) -> li
 def file_batches(feed: FeedFile, batch_size: int, strict: bool = False) -> FileBatches:
     """A file read and checked whole (``FileBatches``); PushError if it is unusable.
 
+    Its ``feed`` has its checksum: a new file is hashed from the bytes read.
+
     Items are split out by msgspec without building a Python object each
     (``split_items``). A ``.json`` file it cannot split (NaN, a lone
     surrogate, a repeated top-level key, or a broken file, which then gets
     its exact error) is decoded whole, as before.
     """
     batch_size = max(1, min(batch_size, settings.MAX_ITEMS_PER_PUSH))
+    gzipped = feed.path.lower().endswith(".gz")
     with feed.open() as handle:
-        data = read_bounded(handle, gzipped=feed.path.lower().endswith(".gz"))
+        data = read_bounded(handle, gzipped=gzipped)
+    if not feed.checksum:  # new (``discover``): hashed from the bytes just read, read once
+        sha = None if gzipped else hashlib.sha256(data).hexdigest()
+        feed = replace(feed, checksum=sha) if sha else feed.hashed()  # .gz: its own bytes
     texts = split_items(data, feed.path)
     if texts is not None:
         return FileBatches(feed, batch_size, strict, texts=texts)

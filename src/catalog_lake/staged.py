@@ -77,12 +77,14 @@ def check_files(files: list[FeedFile], batch_size: int, strict: bool = False) ->
     with collector_paused(collect=True):
         read: list[FileBatches | str] = []
         for feed in files:
-            try:
-                feed = feed.hashed()  # a new file is hashed by its reader: here
-                read.append(file_batches(feed, batch_size, strict))
+            try:  # a new file is hashed by its reader: here
+                batches = file_batches(feed, batch_size, strict)
             except (PushError, OSError) as exc:
                 read.append(str(exc))
-            checksums.append(feed.checksum)
+                checksums.append(feed.hashed_if_readable().checksum)
+            else:
+                read.append(batches)
+                checksums.append(batches.feed.checksum)
         # Small files are parsed together, as an ingest in one process parses them.
         parse_together([one for one in read if not isinstance(one, str)], PARSE_ITEMS)
         for one in read:
