@@ -148,8 +148,8 @@ def test_a_new_file_is_hashed_by_its_reader_and_recorded_with_its_checksum(
     assert dict(zip(files["path"], files["checksum"], strict=True)) == {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in source.iterdir()
     }
-    again = plan(catalog, source)  # now hashed up front: unchanged, or broken as before
-    assert again.to_ingest == [] and all(f.checksum for f in again.skipped)
+    replanned = plan(catalog, source)  # now hashed up front: unchanged, or broken as before
+    assert replanned.to_ingest == [] and all(f.checksum for f in replanned.skipped)
 
 
 def test_a_group_whose_batches_partly_landed_is_checked_again_and_stored_once(
