@@ -11,8 +11,9 @@ import shutil
 from datetime import timedelta
 
 import pytest
+import tantivy
 
-from catalog_lake import Catalog
+from catalog_lake import Catalog, search
 from catalog_lake.errors import SearchError
 from catalog_lake.feeds import ingest
 from catalog_lake.metrics import apply_metrics
@@ -24,8 +25,9 @@ from tests.conftest import Ticking, make_item
 def _item(client_id: str, name: str, **changes) -> dict:
     """An item searchable by its own words only (the sample item's text would match too)."""
     changes.setdefault("description", f"All about {name.lower()}")
-    return make_item(client_item_id=client_id, name=name, variant_group_id=client_id,
-                     short_description=None, **changes)  # fmt: skip
+    changes.setdefault("variant_group_id", client_id)
+    return make_item(client_item_id=client_id, name=name, short_description=None,
+                     **changes)  # fmt: skip
 
 
 def _names(found: dict) -> list[str]:
@@ -315,6 +317,42 @@ def test_the_whole_catalog_is_counted_once_per_version_and_never_past_its_hits(s
     # a new records version: the front page's counts and facets are taken again
     assert shop.search("", distinct=False)["nb_hits"] == 5
     assert shop.search("", facets=["brand"])["facets"]["brand"]["Lumo"] == 1
+
+
+def test_many_variant_groups_are_counted_from_a_sample_of_them_and_few_one_by_one(
+    tmp_path, monkeypatch
+):
+    # Scaled down: one group in two sampled, and a sample from 200 groups (8 and 20,000).
+    monkeypatch.setattr(search, "SAMPLE_EVERY", 2)
+    monkeypatch.setattr(search, "SAMPLED_FROM", 200)
+    catalog = Catalog(tmp_path / "lake")
+    catalog.push(
+        {
+            "items": [
+                _item(f"lamp{n}", f"{'Desk' if n < 60 else 'Floor'} Lamp {n}",
+                      variant_group_id=f"LAMP-{n // 2}")
+                for n in range(800)
+            ]
+        }
+    )  # fmt: skip
+    found = catalog.search("lamp")
+    assert catalog.search("lamp", distinct=False)["nb_hits"] == 800
+    index = SearchIndex(catalog.lake)
+    index.follow()
+    counts = index._index.searcher().aggregate(
+        tantivy.Query.all_query(),
+        {
+            "sampled": {"cardinality": {"field": "group_sample"}},
+            "every": {"cardinality": {"field": "group"}},
+        },
+    )
+    sampled = counts["sampled"]["value"]
+    assert 0 < sampled < 400 and found["nb_hits"] == 2 * sampled  # the sample's, times two
+    assert abs(found["nb_hits"] - 400) <= 40  # of 400 groups
+    assert catalog.search("desk")["nb_hits"] == 30  # 30 groups: each one counted
+    # A filtered query counts its groups one by one, however many: one pass over its filters.
+    in_stock = catalog.search("lamp", filters={"in_stock": True})
+    assert in_stock["nb_hits"] == round(counts["every"]["value"])
 
 
 # --- an index belongs to one lake, not to a path (issue 42) -------------------------
