@@ -319,22 +319,28 @@ def test_the_whole_catalog_is_counted_once_per_version_and_never_past_its_hits(s
     assert shop.search("", facets=["brand"])["facets"]["brand"]["Lumo"] == 1
 
 
-def test_many_variant_groups_are_counted_from_a_sample_of_them_and_few_one_by_one(
-    tmp_path, monkeypatch
-):
-    # Scaled down: one group in two sampled, and a sample from 200 groups (8 and 20,000).
+@pytest.fixture
+def sampled(tmp_path, monkeypatch):
+    """A catalog of lamps in variant groups of two, with the sample scaled down.
+
+    One group in two sampled, and a sample from 200 groups (8 and 20,000).
+    ``lamps(n, kind)`` pushes ``n`` lamps named ``f"{kind(k)} Lamp {k}"``.
+    """
     monkeypatch.setattr(search, "SAMPLE_EVERY", 2)
     monkeypatch.setattr(search, "SAMPLED_FROM", 200)
     catalog = Catalog(tmp_path / "lake")
-    catalog.push(
-        {
-            "items": [
-                _item(f"lamp{n}", f"{'Desk' if n < 60 else 'Floor'} Lamp {n}",
-                      variant_group_id=f"LAMP-{n // 2}")
-                for n in range(800)
-            ]
-        }
-    )  # fmt: skip
+
+    def lamps(count, kind):
+        lamp = [_item(f"lamp{n}", f"{kind(n)} Lamp {n}", variant_group_id=f"LAMP-{n // 2}")
+                for n in range(count)]  # fmt: skip
+        catalog.push({"items": lamp})
+        return catalog
+
+    return lamps
+
+
+def test_many_variant_groups_are_counted_from_a_sample_of_them_and_few_one_by_one(sampled):
+    catalog = sampled(800, lambda n: "Desk" if n < 60 else "Floor")
     found = catalog.search("lamp")
     assert catalog.search("lamp", distinct=False)["nb_hits"] == 800
     index = SearchIndex(catalog.lake)
@@ -353,6 +359,29 @@ def test_many_variant_groups_are_counted_from_a_sample_of_them_and_few_one_by_on
     # A filtered query counts its groups one by one, however many: one pass over its filters.
     in_stock = catalog.search("lamp", filters={"in_stock": True})
     assert in_stock["nb_hits"] == round(counts["every"]["value"])
+
+
+def test_a_sampled_count_reads_the_samples_own_postings_and_counts_what_every_match_gives(
+    sampled,
+):
+    # Without facets, the sampled groups' matches are found on ``sample_words``, which
+    # holds their documents alone; the groups counted are the ones the sample's fast
+    # field counts among every match (the count with facets), so the estimate is the same.
+    catalog = sampled(1_200, lambda n: ("Desk", "Floor", "Wall")[n % 3])
+    index = SearchIndex(catalog.lake)
+    index.follow()
+    searcher = index._index.searcher()
+    every = search.matching_query(index.schema, ["lamp"])
+    sample = search.matching_query(index.schema, ["lamp"], "sample_words")
+    in_sample = searcher.aggregate(every, {"n": {"value_count": {"field": "group_sample"}}})
+    assert 0 < searcher.search(sample, limit=1, count=True).count == in_sample["n"]["value"] < 1_200
+
+    for query in ("desk floor", "lamp"):  # two words of a third of the lamps each; then all
+        plain = catalog.search(query)
+        faceted = catalog.search(query, facets=["brand"])
+        assert plain["nb_hits"] == faceted["nb_hits"] and plain["nb_hits"] % 2 == 0
+        assert [h["object_id"] for h in plain["hits"]] == [h["object_id"] for h in faceted["hits"]]
+    assert catalog.search("desk floor", distinct=False)["nb_hits"] == 800  # counted, never sampled
 
 
 # --- an index belongs to one lake, not to a path (issue 42) -------------------------

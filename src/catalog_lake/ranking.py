@@ -162,25 +162,30 @@ def _text_query(schema: Any, words: list[str]) -> Any:
     return tantivy.Query.boolean_query(per_word)
 
 
-def _word_matches(schema: Any, word: str, last: bool) -> Any:
+def _word_matches(schema: Any, word: str, last: bool, field: str = "words") -> Any:
     """The documents a word matches in any way ``_word_clauses`` names, on the ``words`` field.
 
     One edit off, as a prefix when last, holds the exact term and the prefixes too.
+    ``field``: ``sample_words`` for the same among the sampled groups' documents.
     """
     if len(word) >= 5:
-        return tantivy.Query.fuzzy_term_query(schema, "words", word, 1, True, last)
+        return tantivy.Query.fuzzy_term_query(schema, field, word, 1, True, last)
     if last:
-        return tantivy.Query.fuzzy_term_query(schema, "words", word, 0, True, True)
-    return tantivy.Query.term_query(schema, "words", word)
+        return tantivy.Query.fuzzy_term_query(schema, field, word, 0, True, True)
+    return tantivy.Query.term_query(schema, field, word)
 
 
-def matching_query(schema: Any, words: list[str]) -> Any:
-    """The documents that match any query word: the same set as ``_text_query``'s, unscored."""
+def matching_query(schema: Any, words: list[str], field: str = "words") -> Any:
+    """The documents that match any query word: the same set as ``_text_query``'s, unscored.
+
+    ``field="sample_words"``: the same set's documents of the sampled variant
+    groups only (``search.SAMPLE_EVERY``).
+    """
     if not words:
         return tantivy.Query.all_query()
     return tantivy.Query.boolean_query(
         [
-            (tantivy.Occur.Should, _word_matches(schema, w, i == len(words) - 1))
+            (tantivy.Occur.Should, _word_matches(schema, w, i == len(words) - 1, field))
             for i, w in enumerate(words)
         ]
     )
