@@ -85,7 +85,7 @@ SAMPLED_FROM = 20_000
 #: writes a segment whenever its share of the memory fills; from eight segments alike
 #: tantivy merges them into one before the build ends. With ``sample_words`` a million
 #: records filled 256 MB nine times, and the merge cost 15-25 s of a 45-s build; 320 MB
-#: makes six segments, for 2-5% more memory at peak (about 4 GB in all).
+#: makes six segments, for 5% more memory at peak (4,053 against 3,861 MB).
 BUILD_THREADS = max(1, min(4, os.cpu_count() or 1))
 BUILD_HEAP = 320_000_000
 
@@ -240,7 +240,6 @@ class SearchIndex:
         facets: tuple[str, ...],
         everything: bool,
         filtered: bool,
-        sample: Any = None,
     ) -> dict[str, Any]:
         """The hits counted (``hits``, and ``groups`` with distinct) and faceted.
 
@@ -252,17 +251,9 @@ class SearchIndex:
         and again one by one in a second pass when they are few (``_groups``). A
         filtered query counts them one by one in its one pass: a second would
         repeat the filters, most of its time (a price range at a million records:
-        4-6 ms), where its hits are most often too few to sample.
-
-        ``sample``: the query on ``sample_words``, for a query without filters
-        or facets. Its matches are the sample's, found without walking the
-        rest, and their hits and groups times ``SAMPLE_EVERY`` are the counts
-        (``sampled``), once the groups reach ``SAMPLED_FROM``; below that every
-        match is counted. The groups counted are those the sample's fast field
-        would count among every match, so the estimate is the same.
+        4-6 ms), where its hits are most often too few to sample. A query
+        with neither filters nor facets is counted by ``_from_sample`` instead.
         """
-        if sample is not None:
-            return _from_sample(searcher, sample, matching)
         key = (self.version, distinct, facets)
         if everything and key in self._whole:
             return self._whole[key]
@@ -377,15 +368,18 @@ class SearchIndex:
         )
         # Counting runs beside the ranking: tantivy releases the GIL in both, and they
         # read the same searcher (a long query at 200,000 records: 3.9 ms -> 2.3 ms).
-        counting = self._counter().submit(
-            self._aggregated,
-            searcher,
-            matching,
-            distinct,
-            tuple(facets),
-            everything=not words and restriction is None,
-            filtered=restriction is not None,
-            sample=sample,
+        counting = (
+            self._counter().submit(_from_sample, searcher, sample, matching)
+            if sample is not None
+            else self._counter().submit(
+                self._aggregated,
+                searcher,
+                matching,
+                distinct,
+                tuple(facets),
+                everything=not words and restriction is None,
+                filtered=restriction is not None,
+            )
         )
 
         def count() -> int:
@@ -417,31 +411,43 @@ class SearchIndex:
 
 
 def _from_sample(searcher: Any, sample: Any, matching: Any) -> dict[str, Any]:
-    """Hits and groups estimated from the sampled groups' matches; counted in full when few."""
+    """Hits and groups of a query without filters or facets, from its sample's matches.
+
+    ``sample`` is the query on ``sample_words``: the sampled groups' matches,
+    found without walking the rest. Their hits and groups times
+    ``SAMPLE_EVERY`` are the counts (``sampled``) when ``_estimate`` takes
+    them; else every match is counted. The groups counted are those the
+    sample's fast field counts among every match, so the estimate is the same.
+    """
     wanted = {
         "hits": {"value_count": {"field": "group"}},
         "groups": {"cardinality": {"field": "group"}},
     }
     found = searcher.aggregate(sample, wanted)
-    estimate = SAMPLE_EVERY * (found["groups"].get("value") or 0)
-    if estimate < SAMPLED_FROM:
+    estimate = _estimate(found)
+    if estimate is None:
         return searcher.aggregate(matching, wanted)
     hits = SAMPLE_EVERY * (found["hits"].get("value") or 0)
     return {"hits": {"value": hits}, "groups": {"value": estimate}, "sampled": True}
 
 
 def _groups(searcher: Any, matching: Any, aggregated: dict[str, Any]) -> dict[str, Any]:
-    """The variant groups among the hits: from the sample when they are many, else all counted.
-
-    ``aggregated`` holds the sampled groups' count (``SAMPLE_EVERY``). The choice
-    is made on the groups, not the hits: 20,000 hits in groups of ten are too few
-    groups to sample.
-    """
-    estimate = SAMPLE_EVERY * (aggregated["groups"].get("value") or 0)
-    if estimate >= SAMPLED_FROM:
+    """The variant groups among the hits: from the sample when they are many, else all counted."""
+    estimate = _estimate(aggregated)
+    if estimate is not None:
         return {"value": estimate}
     every = {"groups": {"cardinality": {"field": "group"}}}
     return searcher.aggregate(matching, every)["groups"]
+
+
+def _estimate(aggregated: dict[str, Any]) -> float | None:
+    """The groups, estimated from the sampled groups' count; None when they are too few.
+
+    The choice is made on the groups, not the hits: 20,000 hits in groups of
+    ten are too few groups to sample.
+    """
+    estimate = SAMPLE_EVERY * (aggregated["groups"].get("value") or 0)
+    return estimate if estimate >= SAMPLED_FROM else None
 
 
 def reads_changes(lake: Lake, since: int, until: int):
