@@ -22,6 +22,10 @@ process's peak RSS:
   per list, no checks. A bench-only dependency (``pip install -e ".[bench]"``);
   without it the row says so.
 
+Each row gives the process's wall time and its CPU time (user and system, every
+thread: ``bench.run._in_child``). The wall time is what the user waits for; on a
+shared machine it follows the other jobs, where the CPU time follows the work.
+
 Each system runs ``rounds`` times, interleaved (DuckDB, pandas, catalog-lake,
 dlt, then again), and the median is reported with the load average before and
 after; ``--record`` appends the report to ``bench/results.md``.
@@ -204,18 +208,20 @@ def peers(
         f"{items:,} items (5% dirty), each system in a process of its own, median of "
         f"{rounds}; load {load}",
         "",
-        "| system | wall s (median) | x DuckDB | rows written | peak RSS MB | runs s |",
-        "|---|---:|---:|---:|---:|---|",
+        "| system | wall s (median) | x DuckDB | CPU s (median) | rows written | peak RSS MB "
+        "| runs s |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for name, runs in found.items():
         seconds = statistics.median(r["wall"] for r in runs)
+        cpu = statistics.median(r["cpu"] for r in runs)
         each = ", ".join(f"{r['wall']:.2f}" for r in runs)
         lines.append(
-            f"| {name} | {seconds:.2f} | {seconds / base:.2f} | {runs[0]['rows']:,} | "
-            f"{max(r['rss_mb'] for r in runs):,.0f} | {each} |"
+            f"| {name} | {seconds:.2f} | {seconds / base:.2f} | {cpu:.2f} | {runs[0]['rows']:,} "
+            f"| {max(r['rss_mb'] for r in runs):,.0f} | {each} |"
         )
     if not has_dlt():
-        lines.append('| dlt | not installed (pip install -e ".[bench]") | | | | |')
+        lines.append('| dlt | not installed (pip install -e ".[bench]") | | | | | |')
     lines.append("")
     emit("\n".join(lines), record)
 
