@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -65,6 +66,7 @@ def seaweed(folder: Path, timeout: float = 60.0) -> Iterator[str]:
     process = subprocess.Popen(  # noqa: S603 - our own binary, fixed arguments
         [
             weed_binary(),
+            "-logtostderr",  # its log into weed.log here; by default it writes files in /tmp
             "server",
             "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1",
@@ -79,6 +81,8 @@ def seaweed(folder: Path, timeout: float = 60.0) -> Iterator[str]:
             "-s3",
             f"-s3.port={s3}",
             f"-s3.port.grpc={grpc[3]}",
+            f"-s3.localSocket={folder / 's3.sock'}",  # the default is in /tmp, left behind
+            f"-filer.localSocket={folder / 'filer.sock'}",
             "-s3.port.iceberg=0",  # no Iceberg or Lance catalogs: only S3
             "-s3.port.lance=0",
             "-master.telemetry=false",  # nothing leaves loopback
@@ -93,6 +97,9 @@ def seaweed(folder: Path, timeout: float = 60.0) -> Iterator[str]:
     finally:
         _stop(process, grace=3)  # weed drains its gRPC streams slowly; its data is scratch
         log.close()
+        for port in grpc:  # weed names these sockets itself, in /tmp, and never removes them
+            for leftover in Path("/tmp").glob(f"seaweedfs-*-grpc-{port}.sock"):
+                leftover.unlink(missing_ok=True)
 
 
 def _stop(process: subprocess.Popen, grace: float) -> None:
@@ -254,13 +261,16 @@ def prefect_binary() -> str:
 def catalog_server(lake: Path | str, *options: str, timeout: float = 60.0) -> Iterator[dict]:
     """A real ``catalog-lake serve`` process on a free loopback port, until the block ends.
 
-    Yields ``{"url", "process", "port"}``; the process is the command as a user
-    runs it (``process.kill()`` is a SIGKILL).
+    Yields ``{"url", "process", "port", "tmp"}``; the process is the command as a
+    user runs it (``process.kill()`` is a SIGKILL), with ``tmp`` as its temporary
+    folder (``TMPDIR``): what a killed server leaves there is removed with it.
     """
     (port,) = _free_ports(1)
     binary = str(Path(sys.executable).with_name("catalog-lake"))
     command = [binary, "serve", "--lake", str(lake), "--port", str(port), *options]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    scratch = tempfile.TemporaryDirectory(prefix="catalog-server-")
+    env = {**os.environ, "TMPDIR": scratch.name}
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -279,8 +289,9 @@ def catalog_server(lake: Path | str, *options: str, timeout: float = 60.0) -> It
                         f"catalog-lake serve not up within {timeout:.0f} s"
                     ) from None
                 time.sleep(0.1)
-        yield {"url": url, "process": process, "port": port}
+        yield {"url": url, "process": process, "port": port, "tmp": Path(scratch.name)}
     finally:
         if process.poll() is None:
             _stop(process, grace=15)
+        scratch.cleanup()
         process.stderr.close()

@@ -181,6 +181,43 @@ def test_the_rate_limit_of_a_real_server_answers_429_with_retry_after(tmp_path, 
     assert codes[0].json()["rate_limit"] == limit
 
 
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_a_stopped_server_finishes_the_push_in_flight_exits_0_and_leaves_no_file(tmp_path, stop):
+    """docs/service.md: Ctrl-C or SIGTERM lets requests in flight finish (10 s at most)."""
+    import json
+    import signal
+
+    lake = tmp_path / "lake"
+    key = key_for(lake, "acme")
+    body = json.dumps(feed("T", 20)).encode()
+    half_sent, go_on = threading.Event(), threading.Event()
+
+    def slowly():  # the request is in flight, its body half sent, when the signal comes
+        yield body[: len(body) // 2]
+        half_sent.set()
+        go_on.wait(30)
+        yield body[len(body) // 2 :]
+
+    with catalog_server(lake) as server, httpx.Client(base_url=server["url"]) as client:
+        headers = {"Authorization": f"Bearer {key}", "Content-Length": str(len(body)),
+                   "Content-Type": "application/json"}  # fmt: skip
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(client.post, "/v1/push", content=slowly(), headers=headers)
+            assert half_sent.wait(30)
+            time.sleep(0.5)
+            server["process"].send_signal(getattr(signal, stop))
+            time.sleep(0.5)  # the server is stopping, and takes no new connection
+            with pytest.raises(httpx.ConnectError):
+                httpx.get(f"{server['url']}/healthz")
+            go_on.set()
+            answer = answer.result(timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["catalog_push_success_product_count"] == "20"
+        assert server["process"].wait(timeout=30) == 0
+        assert list(server["tmp"].iterdir()) == []  # terminal.native_stderr's file is gone
+    assert len(Catalog(lake).records()) == 20
+
+
 def test_a_cli_writer_beside_the_server_keeps_its_items_and_the_servers(tmp_path):
     """Fenced commits: the server's pushes and a CLI ingest into the same lake, at once."""
     import shutil

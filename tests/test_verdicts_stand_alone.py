@@ -79,8 +79,8 @@ items_strategy = st.lists(
 ).map(lambda changes: [_item(f"SKU-{i}", c) for i, c in enumerate(changes)])
 
 
-def _lake(kind: str) -> Catalog:
-    return Catalog(Path(tempfile.mkdtemp(prefix=f"neighbours-{kind}-")) / "lake", clock=Clock())
+def _lake(scratch: Path, kind: str) -> Catalog:
+    return Catalog(scratch / kind / "lake", clock=Clock())
 
 
 def _outcome(catalog: Catalog) -> dict:
@@ -106,11 +106,13 @@ def _text(payload: object, huge: bool) -> str:
     return text.replace(json.dumps(HUGE), "9" * 5_000) if huge else text
 
 
-def _feed(items: list[dict], huge: bool) -> Path:
+def _feed(scratch: Path, items: list[dict], huge: bool) -> tuple[Path, Path]:
     """The items as a JSON Lines file and as a product-object file (two feeds, one folder each)."""
-    lines = Path(tempfile.mkdtemp(prefix="neighbours-jsonl-"))
+    lines = scratch / "feed-jsonl"
+    lines.mkdir()
     (lines / "items.jsonl").write_text("\n".join(_text(i, huge) for i in items) + "\n")
-    whole = Path(tempfile.mkdtemp(prefix="neighbours-json-"))
+    whole = scratch / "feed-json"
+    whole.mkdir()
     (whole / "items.json").write_text(_text({"items": items}, huge))
     return lines, whole
 
@@ -126,24 +128,30 @@ def _feed(items: list[dict], huge: bool) -> Path:
 @given(items=items_strategy, as_text=st.booleans())
 def test_one_by_one_all_at_once_and_ingests_of_any_batch_or_group_size_agree(items, as_text):
     """Pushed as dicts or as JSON text (where a huge number can be sent), then ingested."""
+    # Hypothesis runs many examples in one test, so pytest's tmp_path (one per test) would
+    # gather every example's lakes: each example's are removed when it ends.
+    with tempfile.TemporaryDirectory(prefix="neighbours-") as folder:
+        _agree(Path(folder), items, as_text)
 
+
+def _agree(scratch: Path, items: list[dict], as_text: bool) -> None:
     def payload(batch: list[dict]):
         return _text({"items": batch}, huge=True) if as_text else {"items": batch}
 
-    one_by_one = _lake("one")
+    one_by_one = _lake(scratch, "one")
     for item in items:
         one_by_one.push(payload([item]))
     expected = _outcome(one_by_one)
 
-    at_once = _lake("once")
+    at_once = _lake(scratch, "once")
     at_once.push(payload(items))
     assert _outcome(at_once) == expected
 
-    for feed in _feed(items, huge=as_text):
+    for feed in _feed(scratch, items, huge=as_text):
         for batch_size, group_items in ((1, 1), (2, 3), (len(items), 10_000)):
-            if feed.name.startswith("neighbours-json-") and batch_size == 2:
+            if feed.name == "feed-json" and batch_size == 2:
                 continue  # one product-object file: three sizes of JSON Lines, two of this
-            ingested = _lake(f"ingest-{batch_size}")
+            ingested = _lake(scratch, f"{feed.name}-{batch_size}")
             ingest(ingested, feed, batch_size=batch_size, group_items=group_items)
             assert _outcome(ingested) == expected, (feed, batch_size, group_items)
 

@@ -6,6 +6,7 @@ read the lake's ``access_keys`` table (``access``). ``cli.py`` adds both.
 
 from __future__ import annotations
 
+import signal
 import sys
 from datetime import UTC, datetime
 from typing import Annotated
@@ -61,15 +62,27 @@ def serve(
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(
-        create_app(catalog, limits),
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=access_log,
-        server_header=False,
-        timeout_graceful_shutdown=10,
-    )
+    # uvicorn stops gracefully on SIGTERM as on Ctrl-C, then raises the signal again with
+    # the handler it found. SIGTERM's default handler would end the process there, before
+    # the command's own clean-up (``terminal.native_stderr`` leaves its file in the temporary
+    # folder): so SIGTERM ends it as Ctrl-C does, and the command returns, exit status 0.
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    try:
+        uvicorn.run(
+            create_app(catalog, limits),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=access_log,
+            server_header=False,
+            timeout_graceful_shutdown=10,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _as_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 @keys_app.command("create")
