@@ -198,17 +198,26 @@ def test_a_stopped_server_finishes_the_push_in_flight_exits_0_and_leaves_no_file
         go_on.wait(30)
         yield body[len(body) // 2 :]
 
-    with catalog_server(lake) as server, httpx.Client(base_url=server["url"]) as client:
+    with (
+        catalog_server(lake) as server,
+        httpx.Client(base_url=server["url"], timeout=60) as client,
+    ):
         headers = {"Authorization": f"Bearer {key}", "Content-Length": str(len(body)),
                    "Content-Type": "application/json"}  # fmt: skip
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(client.post, "/v1/push", content=slowly(), headers=headers)
             assert half_sent.wait(30)
-            time.sleep(0.5)
+            time.sleep(1)  # the server reads the request's head
             server["process"].send_signal(getattr(signal, stop))
-            time.sleep(0.5)  # the server is stopping, and takes no new connection
-            with pytest.raises(httpx.ConnectError):
-                httpx.get(f"{server['url']}/healthz")
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:  # stopping, it soon takes no new connection
+                try:
+                    httpx.get(f"{server['url']}/healthz", timeout=1)
+                except httpx.ConnectError:
+                    break
+                time.sleep(0.1)
+            else:
+                pytest.fail("a stopping server still took new connections after 5 s")
             go_on.set()
             answer = answer.result(timeout=60)
         assert answer.status_code == 200, answer.text
